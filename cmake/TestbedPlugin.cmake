@@ -1,0 +1,40 @@
+# testbed_add_plugin(<name> SOURCES <files...> [CUDA_SOURCES <files...>] [LIBRARIES <targets...>])
+#
+# Builds a testbed plugin: a MODULE library named <name>.so that exports one entry symbol
+# (see testbed/plugin.h) and links the core. Everything else stays hidden, so two plugins
+# may use the same names without seeing each other's. CUDA_SOURCES are compiled only when
+# the CUDA language is enabled in the including project.
+function(testbed_add_plugin name)
+  cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;CUDA_SOURCES;LIBRARIES" ${ARGN})
+  set(sources ${ARG_SOURCES})
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if(ARG_CUDA_SOURCES AND "CUDA" IN_LIST languages)
+    list(APPEND sources ${ARG_CUDA_SOURCES})
+  endif()
+  add_library(${name} MODULE ${sources})
+  if(TARGET testbed_core)
+    target_link_libraries(${name} PRIVATE testbed_core)
+  else()
+    target_link_libraries(${name} PRIVATE Testbed::core)
+  endif()
+  if(ARG_LIBRARIES)
+    target_link_libraries(${name} PRIVATE ${ARG_LIBRARIES})
+  endif()
+  if(ARG_CUDA_SOURCES AND "CUDA" IN_LIST languages)
+    target_compile_definitions(${name} PRIVATE TESTBED_PLUGIN_HAS_CUDA=1)
+  endif()
+  set_target_properties(${name} PROPERTIES
+    PREFIX ""
+    CXX_VISIBILITY_PRESET hidden
+    CUDA_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    INSTALL_RPATH "$ORIGIN/../..")
+  if(ARG_OUTPUT_DIRECTORY)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")
+  elseif(DEFINED TESTBED_PLUGIN_OUTPUT_DIR)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${TESTBED_PLUGIN_OUTPUT_DIR}")
+  endif()
+  if(DEFINED TESTBED_PLUGIN_SUBDIR AND NOT ARG_OUTPUT_DIRECTORY)
+    install(TARGETS ${name} LIBRARY DESTINATION ${TESTBED_PLUGIN_SUBDIR})
+  endif()
+endfunction()

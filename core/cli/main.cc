@@ -1,0 +1,63 @@
+// The `testbed` command: run, validate, plugins, show (and the simulator's trace and cost).
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  // `testbed x.toml ...` is `testbed run x.toml ...`.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0].size() > 5 && args[0].substr(args[0].size() - 5) == ".toml") {
+    args.insert(args.begin(), "run");
+  }
+
+  CLI::App app{"testbed: a research testbed for distributed deep-learning training systems.\n"
+               "Run an experiment with `testbed experiments/x.toml`; see README.md."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", testbed::cli::VersionString());
+
+  testbed::cli::RunArgs run_args;
+  auto* run = app.add_subcommand("run", "run every (arm x sweep point) of an experiment file");
+  run->add_option("experiment", run_args.file, "experiment TOML file")->required();
+  run->add_option("--set", run_args.sets, "override a key: --set train.micro_batch=8 (repeatable)");
+  run->add_option("--only", run_args.only, "run only this arm (repeatable)");
+  run->add_flag("--dry-run", run_args.dry_run, "list the runs without running them");
+  run->add_option("-j,--jobs", run_args.jobs, "runs in parallel")->check(CLI::PositiveNumber);
+  run->add_flag("--fresh", run_args.fresh, "start a new results file (the old one is kept as a backup)");
+  run->add_option("-o,--output", run_args.output, "results file (overrides [experiment] output)");
+  run->add_flag("-q,--quiet", run_args.quiet, "no progress line");
+
+  testbed::cli::ValidateArgs validate_args;
+  auto* validate = app.add_subcommand("validate", "check an experiment file without running it");
+  validate->add_option("experiment", validate_args.file, "experiment TOML file")->required();
+  validate->add_option("--set", validate_args.sets, "override a key (repeatable)");
+
+  testbed::cli::PluginsArgs plugins_args;
+  auto* plugins = app.add_subcommand("plugins", "list plugin libraries and their components with parameters");
+  plugins->add_option("--kind", plugins_args.kind, "only components of this kind");
+
+  testbed::cli::ShowArgs show_args;
+  auto* show = app.add_subcommand("show", "print the summary table of a results file");
+  show->add_option("results", show_args.file, "results HDF5 file")->required();
+  show->add_flag("--csv", show_args.csv, "print CSV: run,arm,point,metric,value,unit,speedup,reference,ratio");
+  show->add_option("--run", show_args.run, "print every metric of one run (id or index)");
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  testbed::cli::Env env = testbed::cli::MakeEnv();
+  if (run->parsed()) return testbed::cli::Run(env, run_args);
+  if (validate->parsed()) return testbed::cli::Validate(env, validate_args);
+  if (plugins->parsed()) return testbed::cli::Plugins(env, plugins_args);
+  if (show->parsed()) return testbed::cli::Show(show_args);
+  return 2;
+}

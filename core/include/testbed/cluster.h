@@ -1,0 +1,109 @@
+// A cluster: devices grouped into nodes, the links between them (NVLink, PCIe, CPU
+// interconnect, InfiniBand, ...) and a topology that answers "which links does a transfer
+// from device a to device b cross". Heterogeneous clusters (several node types, several
+// device kinds) are the normal case. Links are directional: a full-duplex link is two.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "testbed/device_spec.h"
+
+namespace testbed {
+
+using DeviceId = std::int32_t;
+using LinkId = std::int32_t;
+
+enum class LinkKind { kNvlink, kPcie, kCpuInterconnect, kInfiniband, kEthernet, kOther };
+[[nodiscard]] const char* LinkKindName(LinkKind kind) noexcept;
+
+struct LinkSpec {
+  std::string type;  // name of the link type in the node description, e.g. "pcie3_x16"
+  LinkKind kind = LinkKind::kOther;
+  double bandwidth_bytes_per_s = 0.0;  // per direction
+  double latency_s = 0.0;
+};
+
+// One directional link.
+struct Link {
+  LinkId id = 0;
+  std::string name;  // "n0.gpu0>n0.cpu0", "n0.nic0>fabric"
+  int node = -1;     // node it belongs to; -1 for nothing (never: NIC links belong to their node)
+  LinkSpec spec;
+};
+
+struct Device {
+  DeviceId id = 0;
+  int node = 0;
+  int local_index = 0;  // index within its node
+  int spec_index = 0;   // into Cluster::device_specs()
+};
+
+// A node type: its devices and internal topology. Endpoints are the devices ("gpu0" ...),
+// hubs (CPU sockets, PCIe switches, NVSwitch) and NICs; links join two endpoints.
+struct NodeType {
+  struct LocalLink {
+    std::string a, b;  // endpoint names
+    LinkSpec spec;
+  };
+  std::string name;
+  std::string doc;
+  DeviceSpec device;
+  int devices = 1;
+  std::vector<std::string> hubs;
+  std::vector<std::string> nics;
+  std::vector<LocalLink> links;  // full duplex
+  LinkSpec nic_link;             // NIC to the inter-node fabric, per direction
+  // NIC used by each device for inter-node traffic (empty: the nearest NIC).
+  std::vector<std::string> nic_of;
+};
+
+struct NodeGroup {
+  NodeType type;
+  int count = 1;
+};
+
+class Cluster {
+ public:
+  // Builds the topology and precomputes the routes inside each node type. Fails on an
+  // inconsistent description (a link naming an unknown endpoint, a device with no path to
+  // a NIC when there are several nodes, ...).
+  [[nodiscard]] static absl::StatusOr<Cluster> Build(std::string name, std::vector<NodeGroup> groups);
+
+  Cluster();
+  ~Cluster();
+  Cluster(Cluster&&) noexcept;
+  Cluster& operator=(Cluster&&) noexcept;
+  Cluster(const Cluster&);
+  Cluster& operator=(const Cluster&);
+
+  [[nodiscard]] const std::string& name() const noexcept;
+  [[nodiscard]] int num_devices() const noexcept;
+  [[nodiscard]] int num_nodes() const noexcept;
+  [[nodiscard]] const std::vector<Device>& devices() const noexcept;
+  [[nodiscard]] const Device& device(DeviceId id) const { return devices()[static_cast<size_t>(id)]; }
+  [[nodiscard]] const std::vector<DeviceSpec>& device_specs() const noexcept;
+  [[nodiscard]] const DeviceSpec& spec_of(DeviceId id) const;
+  [[nodiscard]] const std::vector<NodeGroup>& groups() const noexcept;
+  [[nodiscard]] const NodeType& node_type_of(int node) const;
+  [[nodiscard]] const std::vector<Link>& links() const noexcept;
+  [[nodiscard]] bool SameNode(DeviceId a, DeviceId b) const { return device(a).node == device(b).node; }
+
+  // The directional links a transfer from a to b crosses, in order (empty when a == b).
+  [[nodiscard]] std::vector<LinkId> Route(DeviceId a, DeviceId b) const;
+  // Sum of latencies and smallest bandwidth along Route(a, b).
+  [[nodiscard]] double PathLatency(DeviceId a, DeviceId b) const;
+  [[nodiscard]] double PathBandwidth(DeviceId a, DeviceId b) const;
+
+  // "4 nodes x hpwnv (4 x rtx3090), 16 devices"
+  [[nodiscard]] std::string Describe() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace testbed

@@ -1,0 +1,49 @@
+// Kind `device_model`: how long an op takes on a device, and how much memory it needs.
+// The simulator asks it for the time of every compute task; planners use it to cost
+// layers. Implementations: a roofline model and a model calibrated from measurements.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "testbed/component.h"
+#include "testbed/device_spec.h"
+#include "testbed/model_graph.h"
+
+namespace testbed {
+
+enum class Phase { kForward, kBackward, kRecompute };
+[[nodiscard]] const char* PhaseName(Phase phase) noexcept;
+
+// The work of one layer on one device for one micro-batch.
+struct LayerWork {
+  const Layer* layer = nullptr;
+  Phase phase = Phase::kForward;
+  std::int64_t micro_batch = 1;  // sequences
+  int tp = 1;                    // tensor-parallel degree the layer is split over
+  bool sequence_parallel = false;
+  Precision precision = Precision::kFp16;
+  // Fraction of the micro-batch this task covers (sub-batches of Oases / Merak's
+  // sub-pipelined TMP run a layer on half or a quarter of a micro-batch).
+  double fraction = 1.0;
+};
+
+class DeviceModel : public Component {
+ public:
+  static constexpr ComponentKind kKind = ComponentKind::kDeviceModel;
+
+  // Time of one layer's forward, backward or recompute on `device`. Excludes the
+  // tensor-parallel communication (that is a collective of its own). Inputs: a layer of a
+  // ModelGraph, a positive micro-batch and TP degree dividing the layer's heads. Errors:
+  // InvalidArgument for impossible work, Unimplemented for a layer kind it cannot cost.
+  [[nodiscard]] virtual absl::StatusOr<double> LayerTime(const LayerWork& work,
+                                                         const DeviceSpec& device) const = 0;
+
+  // Time of a generic kernel doing `flops` of arithmetic at `precision` and moving `bytes`
+  // through device memory (optimizer steps, compression encode and decode, ...).
+  [[nodiscard]] virtual absl::StatusOr<double> KernelTime(double flops, double bytes,
+                                                          Precision precision,
+                                                          const DeviceSpec& device) const = 0;
+};
+
+}  // namespace testbed

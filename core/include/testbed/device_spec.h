@@ -1,0 +1,38 @@
+// What one accelerator (or CPU) can do: peak FLOP/s per numeric precision, memory size and
+// bandwidth. Loaded from configs/devices/*.toml; the figures there cite their source.
+#pragma once
+
+#include "absl/strings/string_view.h"
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace testbed {
+
+enum class Precision { kFp32, kTf32, kFp16, kBf16, kFp8, kInt8 };
+
+[[nodiscard]] const char* PrecisionName(Precision p) noexcept;
+[[nodiscard]] std::optional<Precision> PrecisionFromName(absl::string_view name) noexcept;
+// Storage size of one element (TF32 is stored as FP32).
+[[nodiscard]] int BytesPerElement(Precision p) noexcept;
+
+struct DeviceSpec {
+  std::string name;    // preset name, e.g. "rtx3090"
+  std::string vendor;  // "nvidia", "amd", "huawei", ...
+  std::string doc;     // one line, with the source of the figures
+  // Dense peak (no structured sparsity) for matrix work at each precision; for FP32 the
+  // non-tensor-core figure. A precision the device lacks is absent.
+  std::map<Precision, double> peak_flops;
+  std::int64_t memory_bytes = 0;
+  double memory_bandwidth_bytes_per_s = 0.0;
+
+  // Peak for `p`, or 0 when the device has no support for it.
+  [[nodiscard]] double PeakFlops(Precision p) const noexcept {
+    auto it = peak_flops.find(p);
+    return it == peak_flops.end() ? 0.0 : it->second;
+  }
+};
+
+}  // namespace testbed

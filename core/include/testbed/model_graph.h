@@ -1,0 +1,75 @@
+// A model as the systems techniques see it: a chain of layers, each with its FLOPs,
+// parameters, activation memory and the size of what it hands to the next layer. Built
+// from a shape (configs/models/*.toml or inline TOML) by BuildModelGraph.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace testbed {
+
+enum class LayerKind { kEmbedding, kAttention, kMlp, kMoe, kHead, kGnn };
+[[nodiscard]] const char* LayerKindName(LayerKind kind) noexcept;
+
+// The shape of a transformer (GPT or BERT style, dense or MoE). FFN size 0 means 4 x hidden.
+struct ModelShape {
+  std::string name;
+  std::string family = "gpt";  // "gpt" (causal) | "bert" (bidirectional) | "moe-gpt"
+  std::int64_t layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t ffn_hidden = 0;
+  std::int64_t seq_len = 0;
+  std::int64_t vocab = 0;
+  std::int64_t experts = 0;  // MoE: experts per MoE layer (0: dense model)
+  std::int64_t top_k = 1;    // MoE: experts each token is routed to
+  bool tied_embeddings = true;
+};
+
+// One layer. Per-sample figures are for one sequence of seq_len tokens, no tensor
+// parallelism, activations in 16-bit precision (as stored for backward by Megatron-LM:
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models").
+struct Layer {
+  std::string name;  // "embedding", "block3.attention", "block3.mlp", "head"
+  LayerKind kind = LayerKind::kAttention;
+  std::int64_t block = -1;  // transformer block index; -1 for embedding and head
+  std::int64_t hidden = 0, ffn_hidden = 0, heads = 0, seq_len = 0, vocab = 0, experts = 0, top_k = 1;
+  bool causal = true;
+  double fwd_flops_per_sample = 0.0;  // matrix-multiply FLOPs, forward
+  double bwd_flops_per_sample = 0.0;  // backward (input and weight gradients): 2 x forward
+  std::int64_t params = 0;            // parameter count held by this layer
+  // Bytes kept for backward per sample; split into the part that shrinks with tensor
+  // parallelism (or sequence parallelism) and the attention-score part (5·a·s² bytes)
+  // that selective recomputation drops.
+  std::int64_t activation_bytes_per_sample = 0;
+  std::int64_t activation_score_bytes_per_sample = 0;  // included in the total above
+  std::int64_t output_bytes_per_sample = 0;            // what is sent to the next stage
+  // Megatron tensor parallelism: bytes all-reduced per sample over the TP group in forward
+  // and in backward (0 where the split needs none).
+  std::int64_t tp_fwd_allreduce_bytes_per_sample = 0;
+  std::int64_t tp_bwd_allreduce_bytes_per_sample = 0;
+  // Parameters this layer uses that are counted in another layer (the head's weights tied
+  // to the embedding's). A pipeline stage that holds this layer but not the other keeps a
+  // copy, and the two copies' gradients are all-reduced (Megatron-LM).
+  std::int64_t shared_params = 0;
+};
+
+struct ModelGraph {
+  ModelShape shape;
+  std::vector<Layer> layers;
+
+  [[nodiscard]] std::int64_t TotalParams() const noexcept;  // shared weights counted once
+  [[nodiscard]] double FwdFlopsPerSample() const noexcept;
+  [[nodiscard]] double TrainFlopsPerSample() const noexcept;  // forward + backward
+  [[nodiscard]] int NumBlocks() const noexcept { return static_cast<int>(shape.layers); }
+};
+
+// Derives the layer graph from a shape: embedding, then (attention, MLP or MoE) per block,
+// then the output head (final norm, logits, loss). Fails on an inconsistent shape
+// (hidden not divisible by heads, a missing dimension, top_k > experts).
+[[nodiscard]] absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape);
+
+}  // namespace testbed

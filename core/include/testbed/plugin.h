@@ -1,0 +1,43 @@
+// The plugin entry point. A plugin is a shared library exporting exactly one symbol,
+// `testbed_plugin` (a Boost.DLL alias with C linkage), that returns a PluginInfo. The loader
+// reads `abi_version` before touching anything else and refuses a library built against
+// another ABI; then it calls `register_components` once.
+//
+//   static absl::Status Register(testbed::Registry& r) { return r.Add<testbed::Partitioner>(...); }
+//   TESTBED_PLUGIN("myplugin", "1.0.0", "what it does", Register)
+#pragma once
+
+#include <cstdint>
+
+#include <boost/dll/alias.hpp>
+
+#include "absl/status/status.h"
+#include "testbed/registry.h"
+
+namespace testbed {
+
+// Bumped whenever a public header changes in a way that breaks binary compatibility.
+inline constexpr std::uint32_t kAbiVersion = 1;
+
+// Layout rule: `abi_version` stays the first member forever, so that any version of the
+// loader can read it from any library.
+struct PluginInfo {
+  std::uint32_t abi_version;  // kAbiVersion of the headers the plugin was built with
+  std::uint32_t reserved;     // zero
+  const char* name;           // plugin name, e.g. "merak"
+  const char* version;        // the plugin's own version, e.g. "1.2.0"
+  const char* description;    // one line
+  // Registers the plugin's components. An error (or an exception, which the loader catches)
+  // unloads the plugin and removes whatever it registered.
+  absl::Status (*register_components)(Registry& registry);
+};
+
+}  // namespace testbed
+
+#define TESTBED_PLUGIN(NAME, VERSION, DESCRIPTION, REGISTER_FN)                                  \
+  namespace {                                                                                    \
+  const ::testbed::PluginInfo testbed_plugin_info_value_ = {::testbed::kAbiVersion, 0u, NAME,    \
+                                                           VERSION, DESCRIPTION, &REGISTER_FN};  \
+  const ::testbed::PluginInfo* testbed_plugin_info_entry_() { return &testbed_plugin_info_value_; } \
+  }                                                                                              \
+  BOOST_DLL_ALIAS(testbed_plugin_info_entry_, testbed_plugin)

@@ -1,0 +1,292 @@
+#include "config/cluster_config.h"
+
+#include <map>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "config/model_config.h"
+
+namespace testbed {
+
+const std::vector<ParamSpec>& DeviceSchema() {
+  static const std::vector<ParamSpec> schema = {
+      ParamSpec::String("name", "").Doc("device name"),
+      ParamSpec::String("vendor", "").Doc("maker"),
+      ParamSpec::String("doc", "").Doc("one line, with the source of the figures"),
+      ParamSpec::Double("memory_gib", 0).Min(0.001).Required().Unit("GiB").Doc("device memory"),
+      ParamSpec::Double("memory_bandwidth_gb_per_s", 0).Min(0.001).Required().Unit("GB/s").Doc("memory bandwidth"),
+  };
+  return schema;
+}
+
+const std::vector<ParamSpec>& LinkTypeSchema() {
+  static const std::vector<ParamSpec> schema = {
+      ParamSpec::Choice("kind", "other", {"nvlink", "pcie", "cpu", "infiniband", "ethernet", "other"})
+          .Doc("technology, for reports"),
+      ParamSpec::Double("bandwidth_gb_per_s", 0).Min(1e-6).Required().Unit("GB/s").Doc("bandwidth per direction"),
+      ParamSpec::Double("latency_us", 0).Min(0).Unit("us").Doc("one-way latency"),
+      ParamSpec::String("doc", "").Doc("one line, with the source"),
+  };
+  return schema;
+}
+
+const std::vector<ParamSpec>& NodeSchema() {
+  static const std::vector<ParamSpec> schema = {
+      ParamSpec::String("name", "").Doc("node type name"),
+      ParamSpec::String("doc", "").Doc("one line"),
+      ParamSpec::Int("devices", 1).Min(1).Unit("devices").Doc("accelerators per node, named gpu0, gpu1, ..."),
+      ParamSpec::StringList("hubs", {}).Doc("other endpoints inside the node: CPU sockets, PCIe switches, NVSwitch"),
+      ParamSpec::StringList("nics", {}).Doc("network interfaces to the inter-node fabric"),
+      ParamSpec::StringList("nic_of", {}).Doc("NIC used by each device (default: the nearest)"),
+      ParamSpec::String("nic_link", "").Doc("link type of each NIC's port to the fabric"),
+  };
+  return schema;
+}
+
+const std::vector<ParamSpec>& ClusterSchema() {
+  static const std::vector<ParamSpec> schema = {
+      ParamSpec::String("name", "").Doc("cluster name"),
+      ParamSpec::String("doc", "").Doc("one line"),
+      ParamSpec::Int("nodes", 1).Min(1).Unit("nodes").Doc("how many nodes of `node`"),
+  };
+  return schema;
+}
+
+namespace {
+
+KeyPath Child(const KeyPath& p, std::string key) {
+  KeyPath out = p;
+  out.push_back(std::move(key));
+  return out;
+}
+
+// `value` at `path` is either a preset name (loaded from `category`, table `table`) or an
+// inline table. Returns a document whose root is the table.
+absl::StatusOr<ConfigDoc> PresetOrInline(const ConfigDoc& doc, const KeyPath& path, const PresetLibrary& presets,
+                                         const std::string& category, const std::string& table) {
+  const toml::node* n = doc.Get(path);
+  if (n == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(doc.Where(path).ToString(), ": missing '", PathToString(path), "'"));
+  }
+  if (auto name = n->value_exact<std::string>()) {
+    auto preset = presets.Load(category, *name);
+    if (!preset.ok()) {
+      return absl::Status(preset.status().code(),
+                          absl::StrCat(doc.Where(path).ToString(), ": ", preset.status().message()));
+    }
+    if (preset->GetTable({table}) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(doc.Where(path).ToString(), ": preset '", *name, "' (",
+                                                     preset->file(), ") has no [", table, "] table"));
+    }
+    return ConfigDoc::Subtree(*preset, {table});
+  }
+  if (n->is_table()) return ConfigDoc::Subtree(doc, path);
+  return absl::InvalidArgumentError(absl::StrCat(doc.Where(path).ToString(), ": '", PathToString(path),
+                                                 "': expected a preset name or a table"));
+}
+
+LinkKind KindOf(const std::string& s) {
+  if (s == "nvlink") return LinkKind::kNvlink;
+  if (s == "pcie") return LinkKind::kPcie;
+  if (s == "cpu") return LinkKind::kCpuInterconnect;
+  if (s == "infiniband") return LinkKind::kInfiniband;
+  if (s == "ethernet") return LinkKind::kEthernet;
+  return LinkKind::kOther;
+}
+
+std::optional<NodeType> ResolveNode(const ConfigDoc& node_doc, const PresetLibrary& presets, ErrorList& errors) {
+  const size_t before = errors.size();
+  ParamSet p = ResolveParams(node_doc, {}, NodeSchema(), "[node]", {"device", "link_types", "links"}, errors);
+  NodeType type;
+  type.name = p.GetOr<std::string>("name", "node");
+  type.doc = p.GetOr<std::string>("doc", "");
+  type.devices = static_cast<int>(p.GetOr<std::int64_t>("devices", 1));
+  type.hubs = p.GetOr<std::vector<std::string>>("hubs", {});
+  type.nics = p.GetOr<std::vector<std::string>>("nics", {});
+  type.nic_of = p.GetOr<std::vector<std::string>>("nic_of", {});
+  type.device = ResolveDevice(node_doc, {"device"}, presets, errors);
+
+  std::map<std::string, LinkSpec> link_types;
+  if (const toml::table* lt = node_doc.GetTable({"link_types"})) {
+    for (auto&& [k, v] : *lt) {
+      const std::string name(k.str());
+      ParamSet lp = ResolveParams(node_doc, {"link_types", name}, LinkTypeSchema(),
+                                  absl::StrCat("[node.link_types.", name, "]"), {}, errors);
+      LinkSpec spec;
+      spec.type = name;
+      spec.kind = KindOf(lp.GetOr<std::string>("kind", "other"));
+      spec.bandwidth_bytes_per_s = lp.GetOr<double>("bandwidth_gb_per_s", 0) * 1e9;
+      spec.latency_s = lp.GetOr<double>("latency_us", 0) * 1e-6;
+      link_types[name] = spec;
+    }
+  } else if (node_doc.Get({"link_types"}) != nullptr) {
+    errors.Add(node_doc.Where({"link_types"}), "[node]: 'link_types' must be a table of link types");
+  }
+  auto link_type = [&](const std::string& name, const KeyPath& where) -> std::optional<LinkSpec> {
+    auto it = link_types.find(name);
+    if (it == link_types.end()) {
+      std::vector<std::string> names;
+      for (const auto& [n, s] : link_types) names.push_back(n);
+      errors.Add(node_doc.Where(where), absl::StrCat("[node]: unknown link type '", name, "'; declared: ",
+                                                     names.empty() ? "(none)" : absl::StrJoin(names, ", ")));
+      return std::nullopt;
+    }
+    return it->second;
+  };
+  if (const toml::node* links = node_doc.Get({"links"})) {
+    const toml::array* arr = links->as_array();
+    if (arr == nullptr) {
+      errors.Add(node_doc.Where({"links"}), "[node]: 'links' must be an array of [endpoint, endpoint, link type]");
+    } else {
+      for (size_t i = 0; i < arr->size(); ++i) {
+        KeyPath where = {"links", absl::StrCat("[", i, "]")};
+        const toml::array* triple = arr->get(i)->as_array();
+        auto a = triple && triple->size() == 3 ? triple->get(0)->value_exact<std::string>() : std::nullopt;
+        auto b = triple && triple->size() == 3 ? triple->get(1)->value_exact<std::string>() : std::nullopt;
+        auto t = triple && triple->size() == 3 ? triple->get(2)->value_exact<std::string>() : std::nullopt;
+        if (!a || !b || !t) {
+          errors.Add(node_doc.Where(where), "[node]: each link must be [\"endpoint\", \"endpoint\", \"link type\"]");
+          continue;
+        }
+        if (auto spec = link_type(*t, where)) type.links.push_back(NodeType::LocalLink{*a, *b, *spec});
+      }
+    }
+  }
+  const std::string nic_link = p.GetOr<std::string>("nic_link", "");
+  if (!nic_link.empty()) {
+    if (auto spec = link_type(nic_link, {"nic_link"})) type.nic_link = *spec;
+  } else if (!type.nics.empty()) {
+    errors.Add(node_doc.Where({}), "[node]: has nics but no 'nic_link' (the link type of the NIC ports)");
+  }
+  if (errors.size() != before) return std::nullopt;
+  return type;
+}
+
+}  // namespace
+
+DeviceSpec ResolveDevice(const ConfigDoc& doc, const KeyPath& section, const PresetLibrary& presets,
+                         ErrorList& errors) {
+  DeviceSpec spec;
+  auto dev_doc = PresetOrInline(doc, section, presets, "devices", "device");
+  if (!dev_doc.ok()) {
+    errors.Add(dev_doc.status());
+    return spec;
+  }
+  ParamSet p = ResolveParams(*dev_doc, {}, DeviceSchema(), "[device]", {"peak_tflops"}, errors);
+  spec.name = p.GetOr<std::string>("name", "");
+  if (spec.name.empty()) {
+    const toml::node* n = doc.Get(section);
+    spec.name = n && n->is_string() ? n->as_string()->get() : "device";
+  }
+  spec.vendor = p.GetOr<std::string>("vendor", "");
+  spec.doc = p.GetOr<std::string>("doc", "");
+  spec.memory_bytes = static_cast<std::int64_t>(p.GetOr<double>("memory_gib", 0) * 1073741824.0);
+  spec.memory_bandwidth_bytes_per_s = p.GetOr<double>("memory_bandwidth_gb_per_s", 0) * 1e9;
+  const toml::table* peaks = dev_doc->GetTable({"peak_tflops"});
+  if (peaks == nullptr) {
+    errors.Add(dev_doc->Where({}), "[device]: missing table 'peak_tflops' (peak TFLOP/s per precision)");
+    return spec;
+  }
+  for (auto&& [k, v] : *peaks) {
+    auto prec = PrecisionFromName(std::string(k.str()));
+    KeyPath where = {"peak_tflops", std::string(k.str())};
+    if (!prec) {
+      errors.Add(dev_doc->Where(where), absl::StrCat("[device.peak_tflops]: unknown precision '", std::string(k.str()),
+                                                     "'; expected one of: fp32, tf32, fp16, bf16, fp8, int8"));
+      continue;
+    }
+    auto tf = ConvertValue(v, ParamSpec::Double(std::string(k.str()), 0).Min(0).Unit("TFLOP/s"));
+    if (!tf.ok()) {
+      errors.Add(dev_doc->Where(where), absl::StrCat("[device.peak_tflops] '", std::string(k.str()), "': ", tf.status().message()));
+      continue;
+    }
+    spec.peak_flops[*prec] = std::get<double>(*tf) * 1e12;
+  }
+  if (spec.PeakFlops(Precision::kFp32) <= 0) {
+    errors.Add(dev_doc->Where({"peak_tflops"}), "[device.peak_tflops]: fp32 is required");
+  }
+  return spec;
+}
+
+std::shared_ptr<const Cluster> ResolveCluster(const ConfigDoc& doc, const KeyPath& section,
+                                              const PresetLibrary& presets, ErrorList& errors) {
+  if (doc.GetTable(section) == nullptr) {
+    errors.Add(doc.Where(section), absl::StrCat("[", PathToString(section), "]: missing; give a preset or nodes"));
+    return nullptr;
+  }
+  auto merged = MergeWithPreset(doc, section, presets, "clusters", "cluster");
+  if (!merged.ok()) {
+    errors.Add(merged.status());
+    return nullptr;
+  }
+  // A preset that defines a node type is a cluster of that node type by default.
+  if (const toml::node* p = doc.Get(Child(section, "preset")); p && p->is_string() && !merged->Get({"node"}) &&
+                                                               !merged->Get({"groups"})) {
+    auto preset = presets.Load("clusters", p->as_string()->get());
+    if (preset.ok() && preset->Get({"node"})) (void)merged->Set({"node"}, *preset->Get({"node"}), *preset, {"node"});
+  }
+  const size_t before = errors.size();
+  const std::string owner = absl::StrCat("[", PathToString(section), "]");
+  ParamSet p = ResolveParams(*merged, {}, ClusterSchema(), owner, {"node", "groups"}, errors);
+  std::string name = p.GetOr<std::string>("name", "");
+  if (name.empty()) {
+    const toml::node* pr = doc.Get(Child(section, "preset"));
+    name = pr && pr->is_string() ? pr->as_string()->get() : "cluster";
+  }
+  std::vector<NodeGroup> groups;
+  auto add_group = [&](const KeyPath& node_path, int count) {
+    auto node_doc = PresetOrInline(*merged, node_path, presets, "clusters", "node");
+    if (!node_doc.ok()) {
+      errors.Add(node_doc.status());
+      return;
+    }
+    if (auto type = ResolveNode(*node_doc, presets, errors)) groups.push_back(NodeGroup{std::move(*type), count});
+  };
+  if (const toml::node* g = merged->Get({"groups"})) {
+    const toml::array* arr = g->as_array();
+    if (arr == nullptr || arr->empty()) {
+      errors.Add(merged->Where({"groups"}), absl::StrCat(owner, ": 'groups' must be a non-empty array of tables"));
+    } else {
+      for (size_t i = 0; i < arr->size(); ++i) {
+        KeyPath gp = {"groups", absl::StrCat("[", i, "]")};
+        const toml::table* gt = arr->get(i)->as_table();
+        if (gt == nullptr) {
+          errors.Add(merged->Where(gp), absl::StrCat(owner, ": each group is { node = ..., nodes = N }"));
+          continue;
+        }
+        // Array elements are addressed through a temporary document rooted at the group.
+        ConfigDoc group_doc;
+        (void)group_doc.Set({"group"}, *gt, *merged, gp);
+        ParamSet gpar = ResolveParams(group_doc, {"group"},
+                                      {ParamSpec::Int("nodes", 1).Min(1).Unit("nodes").Doc("node count")},
+                                      absl::StrCat(owner, " group ", i), {"node"}, errors);
+        if (!group_doc.Get({"group", "node"})) {
+          errors.Add(merged->Where(gp), absl::StrCat(owner, " group ", i, ": missing 'node'"));
+          continue;
+        }
+        auto node_doc = PresetOrInline(group_doc, {"group", "node"}, presets, "clusters", "node");
+        if (!node_doc.ok()) {
+          errors.Add(node_doc.status());
+          continue;
+        }
+        if (auto type = ResolveNode(*node_doc, presets, errors)) {
+          groups.push_back(NodeGroup{std::move(*type), static_cast<int>(gpar.GetOr<std::int64_t>("nodes", 1))});
+        }
+      }
+    }
+  } else if (merged->Get({"node"})) {
+    add_group({"node"}, static_cast<int>(p.GetOr<std::int64_t>("nodes", 1)));
+  } else {
+    errors.Add(merged->Where({}), absl::StrCat(owner, ": give 'node' (a node type) or 'groups'"));
+  }
+  if (errors.size() != before) return nullptr;
+  auto cluster = Cluster::Build(name, std::move(groups));
+  if (!cluster.ok()) {
+    errors.Add(merged->Where({}), std::string(cluster.status().message()));
+    return nullptr;
+  }
+  return std::make_shared<const Cluster>(std::move(*cluster));
+}
+
+}  // namespace testbed

@@ -1,0 +1,337 @@
+#include "absl/strings/string_view.h"
+#include "config/experiment.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "config/schema.h"
+#include "testbed/component.h"
+
+namespace testbed {
+
+const std::vector<std::string>& CoreSectionNames() {
+  static const std::vector<std::string> names = {"experiment", "cluster", "model", "train",
+                                                 "parallel",   "sweep",   "arm",   "reference"};
+  return names;
+}
+
+std::uint64_t StableHash(absl::string_view text, std::uint64_t seed) noexcept {
+  std::uint64_t h = 1469598103934665603ull ^ (seed * 1099511628211ull);
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+namespace {
+
+struct SetOverride {
+  KeyPath path;
+  ConfigDoc doc;  // holds the value at ["v"], positions named "--set <text>"
+};
+
+absl::StatusOr<SetOverride> ParseSet(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--set '", text, "': expected key=value"));
+  }
+  auto path = ParsePath(text.substr(0, eq));
+  if (!path.ok()) return absl::InvalidArgumentError(absl::StrCat("--set '", text, "': ", path.status().message()));
+  const std::string value = text.substr(eq + 1);
+  const std::string source = absl::StrCat("--set ", text);
+  // A TOML value, or else the text as a string (so --set model.preset=gpt-2.5b works).
+  auto doc = ConfigDoc::ParseString(absl::StrCat("v = ", value), source);
+  if (!doc.ok() || doc->Get({"v"}) == nullptr) {
+    std::string escaped = absl::StrReplaceAll(value, {{"\\", "\\\\"}, {"\"", "\\\""}});
+    doc = ConfigDoc::ParseString(absl::StrCat("v = \"", escaped, "\""), source);
+    if (!doc.ok()) return absl::InvalidArgumentError(absl::StrCat("--set '", text, "': cannot read the value"));
+  }
+  return SetOverride{std::move(*path), std::move(*doc)};
+}
+
+std::string ValueText(const toml::node& n) {
+  if (auto s = n.value_exact<std::string>()) return *s;
+  std::ostringstream out;
+  n.visit([&](auto&& v) {
+    if constexpr (toml::is_value<decltype(v)>) {
+      out << v;
+    } else {
+      out << toml::toml_formatter(v);
+    }
+  });
+  return out.str();
+}
+
+bool ValidArmName(const std::string& name) {
+  return !name.empty() && name.find_first_of("/@,\"") == std::string::npos && name != "." && name != "..";
+}
+
+}  // namespace
+
+absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, const std::vector<std::string>& sets) {
+  Experiment ex;
+  ex.file_ = file.string();
+  ex.sets_ = sets;
+  auto parsed = ConfigDoc::ParseFile(file);
+  if (!parsed.ok()) return parsed.status();
+  ex.doc_ = std::move(*parsed);
+  {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    ex.source_text_ = text.str();
+  }
+  ErrorList errors;
+  const ConfigDoc& doc = ex.doc_;
+
+  // --set: structural keys (experiment, sweep, arm, reference) edit the file; the others
+  // are applied to every run last.
+  std::vector<SetOverride> run_sets;
+  for (const std::string& s : sets) {
+    auto o = ParseSet(s);
+    if (!o.ok()) return o.status();
+    const std::string& head = o->path.front();
+    if (head == "arm" && o->path.size() >= 3) {
+      const toml::array* arms = doc.Get({"arm"}) ? doc.Get({"arm"})->as_array() : nullptr;
+      int found = -1;
+      for (size_t i = 0; arms && i < arms->size(); ++i) {
+        const toml::table* t = arms->get(i)->as_table();
+        if (t && t->get("name") && t->get("name")->value_exact<std::string>() == o->path[1]) found = static_cast<int>(i);
+      }
+      if (found < 0) return absl::InvalidArgumentError(absl::StrCat("--set ", s, ": no arm named '", o->path[1], "'"));
+      // Rewrite the array element in place: copy it out, set, put back.
+      KeyPath elem = {"arm", absl::StrCat("[", found, "]")};
+      toml::table arm_copy = *arms->get(static_cast<size_t>(found))->as_table();
+      ConfigDoc arm_doc;
+      (void)arm_doc.Set({"a"}, arm_copy, doc, elem);
+      KeyPath sub = {"a"};
+      sub.insert(sub.end(), o->path.begin() + 2, o->path.end());
+      if (auto st = arm_doc.Set(sub, *o->doc.Get({"v"}), o->doc, {"v"}); !st.ok()) return st;
+      toml::array* mutable_arms = const_cast<toml::array*>(arms);
+      mutable_arms->replace(mutable_arms->begin() + found, *arm_doc.GetTable({"a"}));
+      continue;
+    }
+    if (head == "experiment" || head == "sweep" || head == "reference") {
+      if (auto st = ex.doc_.Set(o->path, *o->doc.Get({"v"}), o->doc, {"v"}); !st.ok()) return st;
+      continue;
+    }
+    run_sets.push_back(std::move(*o));
+  }
+
+  // Root keys: core sections, component kinds, or backend sections (checked later, when the
+  // backend is known).
+  // Sweep: each key is a path; values an array. Dimensions keep their order in the file.
+  struct Dim {
+    KeyPath target;
+    std::string key;
+    KeyPath source;
+    int line;
+    size_t size;
+  };
+  std::vector<Dim> dims;
+  if (const toml::node* sw = doc.Get({"sweep"})) {
+    const toml::table* t = sw->as_table();
+    if (t == nullptr) {
+      errors.Add(doc.Where({"sweep"}), "[sweep]: expected a table of key = [values]");
+    } else {
+      for (auto&& [k, v] : *t) {
+        KeyPath src = {"sweep", std::string(k.str())};
+        auto target = ParsePath(std::string(k.str()));
+        const toml::array* arr = v.as_array();
+        if (!target.ok()) {
+          errors.Add(doc.Where(src), absl::StrCat("[sweep]: ", target.status().message()));
+        } else if (arr == nullptr || arr->empty()) {
+          errors.Add(doc.Where(src), absl::StrCat("[sweep] '", std::string(k.str()), "': expected a non-empty array of values"));
+        } else if (std::any_of(run_sets.begin(), run_sets.end(), [&](const SetOverride& o) { return o.path == *target; })) {
+          // Pinned by --set.
+        } else {
+          dims.push_back(Dim{*target, std::string(k.str()), src, doc.Where(src).line, arr->size()});
+        }
+      }
+    }
+  }
+  std::stable_sort(dims.begin(), dims.end(), [](const Dim& a, const Dim& b) { return a.line < b.line; });
+  for (const Dim& d : dims) ex.sweep_keys_.push_back(d.key);
+
+  // Arms.
+  struct ArmOverride {
+    KeyPath target;
+    KeyPath source;
+  };
+  std::vector<std::vector<ArmOverride>> arm_overrides;
+  const toml::node* arm_node = doc.Get({"arm"});
+  const toml::array* arms = arm_node ? arm_node->as_array() : nullptr;
+  if (arms == nullptr || arms->empty()) {
+    errors.Add(doc.Where({"arm"}), "no [[arm]]: an experiment needs at least one arm (the first is the baseline)");
+  } else {
+    std::set<std::string> names;
+    for (size_t i = 0; i < arms->size(); ++i) {
+      KeyPath ap = {"arm", absl::StrCat("[", i, "]")};
+      const toml::table* t = arms->get(i)->as_table();
+      if (t == nullptr) {
+        errors.Add(doc.Where(ap), "[[arm]]: expected a table");
+        continue;
+      }
+      ArmSpec arm;
+      arm.index = static_cast<int>(i);
+      const toml::node* name = t->get("name");
+      if (name == nullptr || !name->is_string() || !ValidArmName(name->as_string()->get())) {
+        errors.Add(doc.Where(ap), "[[arm]]: needs name = \"...\" (no '/', '@', ',' or quotes)");
+        continue;
+      }
+      arm.name = name->as_string()->get();
+      if (!names.insert(arm.name).second) {
+        errors.Add(doc.Where(ap), absl::StrCat("[[arm]]: name '", arm.name, "' is used twice"));
+        continue;
+      }
+      std::vector<ArmOverride> overrides;
+      for (auto&& [k, v] : *t) {
+        const std::string key(k.str());
+        KeyPath src = ap;
+        src.push_back(key);
+        if (key == "name") continue;
+        if (key == "doc") {
+          arm.doc = v.value_exact<std::string>().value_or("");
+          continue;
+        }
+        if (KindFromName(key)) {
+          overrides.push_back({{key}, src});
+        } else if (key.find('.') != std::string::npos) {
+          auto target = ParsePath(key);
+          if (!target.ok()) {
+            errors.Add(doc.Where(src), absl::StrCat("[[arm]] '", arm.name, "': ", target.status().message()));
+          } else {
+            overrides.push_back({*target, src});
+          }
+        } else if (v.is_table() && key != "sweep" && key != "arm" && key != "reference") {
+          for (auto&& [sk, sv] : *v.as_table()) {
+            KeyPath s2 = src;
+            s2.emplace_back(sk.str());
+            overrides.push_back({{key, std::string(sk.str())}, s2});
+          }
+        } else {
+          errors.Add(doc.Where(src),
+                     absl::StrCat("[[arm]] '", arm.name, "': unknown key '", key,
+                                  "'; an arm takes name, doc, component kinds (partitioner, scheduler, ...), "
+                                  "section tables (train = { ... }) or dotted keys (\"train.micro_batch\" = 8)"));
+        }
+      }
+      ex.arms_.push_back(std::move(arm));
+      arm_overrides.push_back(std::move(overrides));
+    }
+  }
+  if (!errors.empty()) return errors.ToStatus();
+
+  // Points: the cartesian product of the sweep dimensions, first dimension outermost.
+  std::vector<std::vector<size_t>> points = {{}};
+  for (const Dim& d : dims) {
+    std::vector<std::vector<size_t>> next;
+    for (const auto& p : points) {
+      for (size_t i = 0; i < d.size; ++i) {
+        auto q = p;
+        q.push_back(i);
+        next.push_back(std::move(q));
+      }
+    }
+    points = std::move(next);
+  }
+
+  // The base of every run: the file without its structural sections.
+  ConfigDoc base = doc;
+  for (const char* k : {"sweep", "arm", "reference"}) base.Erase({k});
+
+  std::set<std::string> ids;
+  for (size_t pi = 0; pi < points.size(); ++pi) {
+    std::vector<std::pair<std::string, std::string>> values;
+    std::vector<std::string> texts;
+    for (size_t di = 0; di < dims.size(); ++di) {
+      KeyPath src = dims[di].source;
+      src.push_back(absl::StrCat("[", points[pi][di], "]"));
+      const std::string text = ValueText(*doc.Get({"sweep", dims[di].key})->as_array()->get(points[pi][di]));
+      values.emplace_back(dims[di].key, text);
+      texts.push_back(text);
+    }
+    const std::string point = absl::StrJoin(texts, ",");
+    ex.points_.push_back(point);
+    for (size_t ai = 0; ai < ex.arms_.size(); ++ai) {
+      RunSpec run;
+      run.index = static_cast<int>(ex.runs_.size());
+      run.arm = ex.arms_[ai].name;
+      run.arm_index = static_cast<int>(ai);
+      run.point = point;
+      run.point_index = static_cast<int>(pi);
+      run.point_values = values;
+      run.id = absl::StrReplaceAll(point.empty() ? run.arm : absl::StrCat(run.arm, "@", point), {{"/", "_"}});
+      if (!ids.insert(run.id).second) {
+        return absl::InvalidArgumentError(absl::StrCat(ex.file_, ": two runs would both be named '", run.id,
+                                                       "'; make the sweep values distinct"));
+      }
+      run.doc = base;
+      for (size_t di = 0; di < dims.size(); ++di) {
+        const toml::array* arr = doc.Get({"sweep", dims[di].key})->as_array();
+        KeyPath src = dims[di].source;
+        src.push_back(absl::StrCat("[", points[pi][di], "]"));
+        if (auto st = run.doc.Set(dims[di].target, *arr->get(points[pi][di]), doc, src); !st.ok()) {
+          errors.Add(doc.Where(src), absl::StrCat("[sweep] '", dims[di].key, "': ", st.message()));
+        }
+      }
+      for (const ArmOverride& o : arm_overrides[ai]) {
+        if (auto st = run.doc.Set(o.target, *doc.Get(o.source), doc, o.source); !st.ok()) {
+          errors.Add(doc.Where(o.source), absl::StrCat("[[arm]] '", run.arm, "': ", st.message()));
+        }
+      }
+      for (const SetOverride& o : run_sets) {
+        if (auto st = run.doc.Set(o.path, *o.doc.Get({"v"}), o.doc, {"v"}); !st.ok()) {
+          errors.Add(o.doc.Where({"v"}), std::string(st.message()));
+        }
+      }
+      ex.runs_.push_back(std::move(run));
+      if (!errors.empty()) return errors.ToStatus();
+    }
+  }
+
+  // References: "arm" or "arm/point" -> the paper's figure.
+  if (const toml::node* ref = doc.Get({"reference"})) {
+    const toml::table* t = ref->as_table();
+    if (t == nullptr) {
+      errors.Add(doc.Where({"reference"}), "[reference]: expected a table of \"arm/point\" = number");
+    } else {
+      for (auto&& [k, v] : *t) {
+        KeyPath src = {"reference", std::string(k.str())};
+        const std::string key(k.str());
+        const size_t slash = key.find('/');
+        Reference r;
+        r.arm = key.substr(0, slash);
+        r.point = slash == std::string::npos ? "" : key.substr(slash + 1);
+        r.where = doc.Where(src);
+        auto num = v.value<double>();
+        if (!num) {
+          errors.Add(r.where, absl::StrCat("[reference] '", key, "': expected a number"));
+          continue;
+        }
+        r.value = *num;
+        if (std::none_of(ex.arms_.begin(), ex.arms_.end(), [&](const ArmSpec& a) { return a.name == r.arm; })) {
+          errors.Add(r.where, absl::StrCat("[reference] '", key, "': no arm named '", r.arm, "'"));
+          continue;
+        }
+        if (!r.point.empty() && std::find(ex.points_.begin(), ex.points_.end(), r.point) == ex.points_.end()) {
+          errors.Add(r.where, absl::StrCat("[reference] '", key, "': no sweep point '", r.point, "'; points are: ",
+                                           absl::StrJoin(ex.points_, ", ")));
+          continue;
+        }
+        ex.references_.push_back(r);
+      }
+    }
+  }
+  if (!errors.empty()) return errors.ToStatus();
+  return ex;
+}
+
+}  // namespace testbed

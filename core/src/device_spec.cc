@@ -1,0 +1,38 @@
+#include "absl/strings/string_view.h"
+#include "testbed/device_spec.h"
+
+namespace testbed {
+
+const char* PrecisionName(Precision p) noexcept {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp8: return "fp8";
+    case Precision::kInt8: return "int8";
+  }
+  return "?";
+}
+
+std::optional<Precision> PrecisionFromName(absl::string_view name) noexcept {
+  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kFp16, Precision::kBf16,
+                      Precision::kFp8, Precision::kInt8}) {
+    if (PrecisionName(p) == name) return p;
+  }
+  return std::nullopt;
+}
+
+int BytesPerElement(Precision p) noexcept {
+  switch (p) {
+    case Precision::kFp32:
+    case Precision::kTf32: return 4;
+    case Precision::kFp16:
+    case Precision::kBf16: return 2;
+    case Precision::kFp8:
+    case Precision::kInt8: return 1;
+  }
+  return 4;
+}
+
+}  // namespace testbed

@@ -1,0 +1,57 @@
+#include "engine/plan_backend.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "engine/stage_costs.h"
+#include "testbed/device_model.h"
+#include "testbed/partitioner.h"
+#include "testbed/status_macros.h"
+
+namespace testbed {
+
+const BackendInfo& PlanBackend::Info() {
+  static const BackendInfo info = [] {
+    BackendInfo b;
+    b.name = "plan";
+    b.doc = "planners only: stage balance, per-stage cost and planning time";
+    b.default_metric = "stage_balance";
+    b.kinds = {{ComponentKind::kPartitioner, true, "megatron.uniform"},
+               {ComponentKind::kDeviceModel, true, "roofline"}};
+    return b;
+  }();
+  return info;
+}
+
+absl::StatusOr<RunOutput> PlanBackend::Run(const ResolvedRun& run, const Registry& registry, const RunControl&) {
+  const ComponentChoice& dm_choice = *run.Component(ComponentKind::kDeviceModel);
+  const ComponentChoice& part_choice = *run.Component(ComponentKind::kPartitioner);
+  TESTBED_ASSIGN_OR_RETURN(auto device_model, registry.Create<DeviceModel>(dm_choice.name, dm_choice.params));
+  TESTBED_ASSIGN_OR_RETURN(auto partitioner, registry.Create<Partitioner>(part_choice.name, part_choice.params));
+
+  PlanningContext ctx{*run.model, *run.cluster, run.train, run.parallel, *device_model, run.seed, {}};
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<Plan> plan = CallPlugin("partitioner", part_choice.name, [&] { return partitioner->Partition(ctx); });
+  const double planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!plan.ok()) return plan.status();
+  TESTBED_RETURN_IF_ERROR(plan->Validate(static_cast<int>(run.model->layers.size()), *run.cluster));
+
+  TESTBED_ASSIGN_OR_RETURN(StageCosts costs, ComputeStageCosts(*plan, *run.model, *run.cluster, run.train, *device_model));
+  RunOutput out;
+  out.metrics.Add("tp", plan->tp, "devices");
+  out.metrics.Add("pp", plan->pp, "stages");
+  out.metrics.Add("dp", plan->dp, "replicas");
+  out.metrics.Add("micro_batch", static_cast<double>(plan->micro_batch), "samples");
+  out.metrics.Add("micro_batches", static_cast<double>(plan->micro_batches), "micro-batches");
+  out.metrics.Add("stage_time_max_s", costs.max_time_s, "s", Better::kLower);
+  out.metrics.Add("stage_time_mean_s", costs.mean_time_s, "s", Better::kLower);
+  out.metrics.Add("stage_balance", costs.balance, "1", Better::kLower);
+  out.metrics.Add("stage_params_max", static_cast<double>(costs.max_params), "params", Better::kLower);
+  out.metrics.Add("planning_time_s", planning_s, "s", Better::kLower);
+  out.metrics.Merge(plan->planner_metrics);
+  out.tables.push_back(costs.ToTable());
+  return out;
+}
+
+}  // namespace testbed

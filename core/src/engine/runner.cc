@@ -1,0 +1,250 @@
+#include "engine/runner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <ctime>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/backend.h"
+#include "engine/progress.h"
+#include "results/results_file.h"
+
+namespace testbed {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void OnSignal(int) { g_interrupted = true; }
+
+std::string NowIso() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+StoredRun Execute(const ResolvedRun& run, const Registry& registry) {
+  StoredRun out;
+  out.id = run.spec.id;
+  out.index = run.spec.index;
+  out.arm = run.spec.arm;
+  out.point = run.spec.point;
+  out.seed = run.seed;
+  out.backend = run.meta.backend;
+  out.git_revision = GitRevision();
+  out.start_time = NowIso();
+  out.config_hash = run.config_hash;
+  out.config_toml = run.config_toml;
+  out.params = run.recorded;
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<RunOutput> result = absl::InternalError("no backend");
+  try {
+    auto make = BuiltinBackends().find(run.meta.backend);
+    std::unique_ptr<Backend> backend = make->second();
+    RunControl control;
+    control.cancelled = [] { return g_interrupted.load(); };
+    result = backend->Run(run, registry, control);
+  } catch (const std::exception& e) {
+    result = absl::InternalError(absl::StrCat("exception: ", e.what()));
+  } catch (...) {
+    result = absl::InternalError("non-standard exception");
+  }
+  out.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (result.ok()) {
+    out.status = "ok";
+    out.output = std::move(*result);
+  } else {
+    out.status = "failed";
+    out.error = std::string(result.status().message());
+  }
+  return out;
+}
+
+bool Selected(const std::vector<std::string>& only, const std::string& arm) {
+  return only.empty() || std::find(only.begin(), only.end(), arm) != only.end();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ResolvedRun>> ResolveAll(const Experiment& experiment, const Registry& registry,
+                                                    const PresetLibrary& presets,
+                                                    const std::vector<std::string>& only_arms) {
+  for (const std::string& a : only_arms) {
+    if (std::none_of(experiment.arms().begin(), experiment.arms().end(), [&](const ArmSpec& s) { return s.name == a; })) {
+      std::vector<std::string> names;
+      for (const ArmSpec& s : experiment.arms()) names.push_back(s.name);
+      return absl::InvalidArgumentError(absl::StrCat("--only ", a, ": no such arm; arms are ", absl::StrJoin(names, ", ")));
+    }
+  }
+  std::vector<ResolvedRun> runs;
+  std::vector<std::string> errors;
+  for (const RunSpec& spec : experiment.runs()) {
+    if (!Selected(only_arms, spec.arm)) continue;
+    auto r = ResolveRun(spec, registry, presets);
+    if (!r.ok()) {
+      const std::string msg(r.status().message());
+      // Identical errors (the same bad key seen by every run) are reported once.
+      if (std::find(errors.begin(), errors.end(), msg) == errors.end()) errors.push_back(msg);
+      continue;
+    }
+    runs.push_back(std::move(*r));
+  }
+  if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  return runs;
+}
+
+absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const Registry& registry,
+                                            const PresetLibrary& presets, const RunnerOptions& options) {
+  auto meta = ResolveMeta(experiment.doc());
+  if (!meta.ok()) return meta.status();
+  auto resolved = ResolveAll(experiment, registry, presets, options.only_arms);
+  if (!resolved.ok()) return resolved.status();
+  std::vector<ResolvedRun>& runs = *resolved;
+
+  RunnerSummary summary;
+  summary.total = static_cast<int>(runs.size());
+  summary.output = options.output.empty() ? meta->output : options.output;
+
+  ResultsHeader header;
+  header.experiment = meta->name;
+  header.paper = meta->paper;
+  header.source_file = experiment.file();
+  header.source_text = experiment.source_text();
+  header.sets = experiment.sets();
+  header.backend = meta->backend;
+  header.metric = meta->metric;
+  header.reference_metric = meta->reference_metric;
+  for (const ArmSpec& a : experiment.arms()) header.arms.push_back(a.name);
+  header.points = experiment.points();
+  header.sweep_keys = experiment.sweep_keys();
+  for (const Reference& r : experiment.references()) header.references.push_back({r.arm, r.point, r.value});
+
+  std::error_code ec;
+  if (options.fresh && !options.dry_run && std::filesystem::exists(summary.output, ec)) {
+    const std::string backup = absl::StrCat(summary.output, ".", std::time(nullptr), ".bak");
+    std::filesystem::rename(summary.output, backup, ec);
+    if (ec) return absl::InternalError(absl::StrCat(summary.output, ": cannot move aside: ", ec.message()));
+    if (options.progress) std::fprintf(options.progress, "previous results kept as %s\n", backup.c_str());
+  }
+
+  std::vector<size_t> todo;
+  std::optional<ResultsFile> file;
+  if (options.dry_run) {
+    // Read what is there (if anything) only to say what would be skipped.
+    std::vector<StoredRun> existing;
+    if (std::filesystem::exists(summary.output, ec)) {
+      auto c = ResultsFile::Read(summary.output, false);
+      if (c.ok()) existing = c->runs;
+    }
+    std::string out = absl::StrFormat("%s: %d runs (backend %s), results to %s\n", meta->name, summary.total,
+                                      meta->backend, summary.output);
+    for (const ResolvedRun& r : runs) {
+      const bool done = std::any_of(existing.begin(), existing.end(), [&](const StoredRun& s) {
+        return s.id == r.spec.id && s.status == "ok" && s.config_hash == r.config_hash;
+      });
+      if (done) ++summary.skipped;
+      std::vector<std::string> comps;
+      for (const auto& [kind, choice] : r.components) comps.push_back(absl::StrCat(KindName(kind), "=", choice.name));
+      absl::StrAppend(&out, absl::StrFormat("  %-40s %s%s\n", r.spec.id, absl::StrJoin(comps, " "),
+                                            done ? "  (done, skipped)" : ""));
+    }
+    summary.table = out;
+    return summary;
+  }
+
+  auto opened = ResultsFile::Open(summary.output, header);
+  if (!opened.ok()) return opened.status();
+  file.emplace(std::move(*opened));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const StoredRun* prev = file->Find(runs[i].spec.id);
+    if (prev && prev->status == "ok" && prev->config_hash == runs[i].config_hash) {
+      ++summary.skipped;
+    } else {
+      todo.push_back(i);
+    }
+  }
+
+  g_interrupted = false;
+  auto old_int = std::signal(SIGINT, OnSignal);
+  auto old_term = std::signal(SIGTERM, OnSignal);
+  Progress progress(summary.total, summary.skipped, options.progress);
+
+  // Workers run; the calling thread alone touches the HDF5 file.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<StoredRun> finished;
+  std::atomic<size_t> next{0};
+  const int jobs = std::max(1, std::min<int>(options.jobs, static_cast<int>(todo.size())));
+  std::vector<std::thread> workers;
+  for (int w = 0; w < jobs; ++w) {
+    workers.emplace_back([&] {
+      while (!g_interrupted) {
+        const size_t k = next.fetch_add(1);
+        if (k >= todo.size()) break;
+        const ResolvedRun& run = runs[todo[k]];
+        progress.Started(run.spec.id);
+        StoredRun result = Execute(run, registry);
+        progress.Finished(run.spec.id, result.status == "ok", result.wall_time_s);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          finished.push_back(std::move(result));
+        }
+        cv.notify_one();
+      }
+    });
+  }
+  absl::Status write_error;
+  size_t written = 0;
+  size_t expected = todo.size();
+  std::atomic<int> alive{jobs};
+  std::thread joiner([&] {
+    for (auto& t : workers) t.join();
+    alive = 0;
+    cv.notify_one();
+  });
+  while (true) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return !finished.empty() || alive == 0; });
+    if (finished.empty() && alive == 0) break;
+    StoredRun r = std::move(finished.front());
+    finished.pop_front();
+    lock.unlock();
+    if (r.status == "ok") ++summary.ran; else ++summary.failed, ++summary.ran;
+    if (write_error.ok()) {
+      write_error = file->Append(r);
+    }
+    ++written;
+  }
+  joiner.join();
+  progress.Done();
+  std::signal(SIGINT, old_int);
+  std::signal(SIGTERM, old_term);
+  if (!write_error.ok()) return write_error;
+  if (g_interrupted && written < expected) {
+    return absl::CancelledError(absl::StrFormat("interrupted after %d of %d runs; %s holds every completed run, and "
+                                                "the same command resumes",
+                                                summary.skipped + static_cast<int>(written), summary.total,
+                                                summary.output));
+  }
+
+  // The table covers this experiment's (selected) runs as they now stand in the file.
+  std::vector<StoredRun> mine;
+  for (const ResolvedRun& r : runs) {
+    if (const StoredRun* s = file->Find(r.spec.id)) mine.push_back(*s);
+  }
+  summary.rows = BuildReport(header, mine);
+  summary.table = FormatReport(header, summary.rows);
+  return summary;
+}
+
+}  // namespace testbed

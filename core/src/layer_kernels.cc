@@ -1,0 +1,96 @@
+#include "testbed/layer_kernels.h"
+
+#include <algorithm>
+
+namespace testbed {
+namespace {
+
+struct Builder {
+  std::vector<Kernel> out;
+  bool backward = false;
+  double elem = 2;  // bytes per activation element
+
+  // C[m x n] = A[m x k] B[k x n]; backward adds dA = dC B^T and dB = A^T dC.
+  void Gemm(const char* name, double m, double n, double k, KernelKind kind = KernelKind::kGemm, double batch = 1) {
+    const double flops = 2.0 * m * n * k * batch;
+    const double bytes = elem * (m * k + k * n + m * n) * batch;
+    if (!backward) {
+      out.push_back({name, kind, flops, bytes});
+    } else {
+      out.push_back({name, kind, flops, bytes});  // input gradient
+      out.push_back({name, kind, flops, bytes});  // weight (or second operand) gradient
+    }
+  }
+  // A memory-bound op over `elements` activations with `passes` reads+writes per element.
+  void Memory(const char* name, double elements, double passes) {
+    out.push_back({name, KernelKind::kMemory, 0.0, elem * elements * passes * (backward ? 2.0 : 1.0)});
+  }
+};
+
+}  // namespace
+
+std::vector<Kernel> LayerKernels(const LayerWork& work) {
+  Builder b;
+  if (work.layer == nullptr) return {};
+  const Layer& l = *work.layer;
+  b.backward = work.phase == Phase::kBackward;
+  b.elem = BytesPerElement(work.precision);
+  const double t = std::max(1, work.tp);
+  const double samples = static_cast<double>(work.micro_batch) * work.fraction;
+  const double s = static_cast<double>(l.seq_len), h = static_cast<double>(l.hidden);
+  const double f = static_cast<double>(l.ffn_hidden), a = static_cast<double>(l.heads);
+  const double v = static_cast<double>(l.vocab);
+  const double tokens = samples * s;
+  // LayerNorm and dropout run on a 1/t slice of the tokens under sequence parallelism.
+  const double sp_tokens = work.sequence_parallel ? tokens / t : tokens;
+  const double heads = a / t, head_dim = h / a;
+  switch (l.kind) {
+    case LayerKind::kEmbedding:
+      b.Memory("embedding_gather", tokens * h, 2);
+      b.Memory("embedding_dropout", sp_tokens * h, 3);
+      break;
+    case LayerKind::kAttention:
+      b.Memory("layernorm", sp_tokens * h, 2);
+      b.Gemm("qkv", tokens, 3 * h / t, h);
+      b.Gemm("scores", s, s, head_dim, KernelKind::kBatchedGemm, samples * heads);
+      b.Memory("softmax", samples * heads * s * s, 2);
+      b.Memory("attention_dropout", samples * heads * s * s, 2.5);
+      b.Gemm("context", s, head_dim, s, KernelKind::kBatchedGemm, samples * heads);
+      b.Gemm("projection", tokens, h, h / t);
+      b.Memory("bias_dropout_residual", sp_tokens * h, 4);
+      break;
+    case LayerKind::kMlp:
+      b.Memory("layernorm", sp_tokens * h, 2);
+      b.Gemm("fc1", tokens, f / t, h);
+      b.Memory("bias_gelu", tokens * f / t, 2);
+      b.Gemm("fc2", tokens, h, f / t);
+      b.Memory("bias_dropout_residual", sp_tokens * h, 4);
+      break;
+    case LayerKind::kMoe: {
+      // Gate over all experts; each token's FFN work top_k times (expert parallelism keeps
+      // it on average on the token's own device).
+      const double k = static_cast<double>(l.top_k);
+      b.Memory("layernorm", sp_tokens * h, 2);
+      b.Gemm("gate", tokens, static_cast<double>(l.experts), h);
+      b.Memory("gate_softmax_topk", tokens * static_cast<double>(l.experts), 3);
+      b.Memory("dispatch", tokens * k * h, 2);
+      b.Gemm("expert_fc1", tokens * k, f / t, h);
+      b.Memory("expert_gelu", tokens * k * f / t, 2);
+      b.Gemm("expert_fc2", tokens * k, h, f / t);
+      b.Memory("combine", tokens * k * h, 2);
+      break;
+    }
+    case LayerKind::kHead:
+      b.Memory("final_layernorm", sp_tokens * h, 2);
+      if (!l.causal) b.Gemm("mlm_transform", tokens, h, h);
+      b.Gemm("logits", tokens, v / t, h);
+      // Cross-entropy on fp32 logits: read, exp, reduce, write the gradient.
+      b.out.push_back({"cross_entropy", KernelKind::kMemory, 0.0, 4.0 * tokens * v / t * (b.backward ? 2.0 : 3.0)});
+      break;
+    case LayerKind::kGnn:
+      break;
+  }
+  return b.out;
+}
+
+}  // namespace testbed

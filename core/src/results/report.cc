@@ -1,0 +1,154 @@
+#include "results/report.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace testbed {
+namespace {
+
+std::string Num(double v) {
+  const double a = std::fabs(v);
+  if (a != 0 && (a >= 1e6 || a < 1e-3)) return absl::StrFormat("%.4g", v);
+  if (a >= 1000) return absl::StrFormat("%.1f", v);
+  return absl::StrFormat("%.4g", v);
+}
+
+std::string Opt(const std::optional<double>& v, const char* fmt = nullptr) {
+  if (!v) return "";
+  if (fmt) return absl::StrFormat(fmt, *v);
+  return Num(*v);
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string CsvNum(const std::optional<double>& v) { return v ? absl::StrFormat("%.10g", *v) : ""; }
+
+}  // namespace
+
+std::vector<ReportRow> BuildReport(const ResultsHeader& header, const std::vector<StoredRun>& runs) {
+  auto order_of = [](const std::vector<std::string>& list, const std::string& x) {
+    auto it = std::find(list.begin(), list.end(), x);
+    return it == list.end() ? list.size() : static_cast<size_t>(it - list.begin());
+  };
+  std::vector<const StoredRun*> sorted;
+  for (const StoredRun& r : runs) sorted.push_back(&r);
+  std::stable_sort(sorted.begin(), sorted.end(), [&](const StoredRun* a, const StoredRun* b) {
+    auto ka = std::tuple(order_of(header.points, a->point), order_of(header.arms, a->arm), a->index);
+    auto kb = std::tuple(order_of(header.points, b->point), order_of(header.arms, b->arm), b->index);
+    return ka < kb;
+  });
+  const std::string baseline_arm = header.arms.empty() ? std::string() : header.arms.front();
+  std::map<std::string, const Metric*> baseline;  // point -> baseline's main metric
+  for (const StoredRun* r : sorted) {
+    if (r->arm == baseline_arm && r->status == "ok") baseline[r->point] = r->output.metrics.Find(header.metric);
+  }
+  std::vector<ReportRow> rows;
+  for (const StoredRun* r : sorted) {
+    ReportRow row;
+    row.run = r->id;
+    row.arm = r->arm;
+    row.point = r->point;
+    row.status = r->status;
+    row.error = r->error;
+    row.metric = header.metric;
+    const Metric* m = r->status == "ok" ? r->output.metrics.Find(header.metric) : nullptr;
+    if (m != nullptr) {
+      row.value = m->value;
+      row.unit = m->unit;
+      auto b = baseline.find(r->point);
+      if (b != baseline.end() && b->second != nullptr && b->second->value > 0 && m->value > 0) {
+        if (m->better == Better::kHigher) row.speedup = m->value / b->second->value;
+        if (m->better == Better::kLower) row.speedup = b->second->value / m->value;
+      }
+    }
+    for (const StoredReference& ref : header.references) {
+      if (ref.arm == r->arm && (ref.point == r->point || ref.point.empty())) {
+        row.reference = ref.value;
+        if (ref.point == r->point) break;  // an exact point beats an arm-wide figure
+      }
+    }
+    if (row.reference && *row.reference != 0) {
+      std::optional<double> ours;
+      if (header.reference_metric == "speedup") {
+        ours = row.speedup;
+      } else if (r->status == "ok") {
+        if (const Metric* rm = r->output.metrics.Find(header.reference_metric)) ours = rm->value;
+      }
+      if (ours) row.ratio = *ours / *row.reference;
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string FormatReport(const ResultsHeader& header, const std::vector<ReportRow>& rows) {
+  std::string unit;
+  for (const ReportRow& r : rows) {
+    if (!r.unit.empty()) {
+      unit = r.unit;
+      break;
+    }
+  }
+  const std::string point_title = header.sweep_keys.empty() ? "point" : absl::StrJoin(header.sweep_keys, ",");
+  const std::string ref_title =
+      header.reference_metric == "speedup" ? "paper speedup" : absl::StrCat("paper ", header.reference_metric);
+  std::vector<std::vector<std::string>> cells = {
+      {"arm", point_title, absl::StrCat(header.metric, unit.empty() ? "" : absl::StrCat(" [", unit, "]")),
+       "speedup", ref_title, "ours/paper", "status"}};
+  for (const ReportRow& r : rows) {
+    cells.push_back({r.arm, r.point, Opt(r.value), Opt(r.speedup, "%.3fx"), Opt(r.reference),
+                     Opt(r.ratio, "%.2f"), r.status});
+  }
+  std::vector<size_t> width(cells[0].size(), 0);
+  for (const auto& row : cells) {
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  if (!header.experiment.empty()) {
+    absl::StrAppend(&out, header.experiment, header.paper.empty() ? "" : absl::StrCat("  (", header.paper, ")"), "\n");
+  }
+  for (size_t r = 0; r < cells.size(); ++r) {
+    std::string line;
+    for (size_t i = 0; i < cells[r].size(); ++i) {
+      const bool right = i >= 2 && i <= 5;
+      const std::string& c = cells[r][i];
+      const std::string pad(width[i] - c.size(), ' ');
+      absl::StrAppend(&line, i ? "  " : "", right ? pad + c : c + pad);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    absl::StrAppend(&out, line, "\n");
+    if (r == 0) {
+      size_t total = 0;
+      for (size_t w : width) total += w + 2;
+      absl::StrAppend(&out, std::string(total - 2, '-'), "\n");
+    }
+  }
+  for (const ReportRow& r : rows) {
+    if (r.status != "ok") absl::StrAppend(&out, "failed ", r.run, ": ", r.error, "\n");
+  }
+  return out;
+}
+
+std::string FormatReportCsv(const std::vector<ReportRow>& rows) {
+  std::string out = "run,arm,point,metric,value,unit,speedup,reference,ratio\n";
+  for (const ReportRow& r : rows) {
+    absl::StrAppend(&out, CsvField(r.run), ",", CsvField(r.arm), ",", CsvField(r.point), ",", CsvField(r.metric), ",",
+                    CsvNum(r.value), ",", CsvField(r.unit), ",", CsvNum(r.speedup), ",", CsvNum(r.reference), ",",
+                    CsvNum(r.ratio), "\n");
+  }
+  return out;
+}
+
+}  // namespace testbed

@@ -1,0 +1,530 @@
+#include "results/results_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <H5Cpp.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace testbed {
+namespace {
+
+constexpr const char* kFormat = "testbed-results-1";
+
+H5::StrType VarStr() {
+  H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
+  t.setCset(H5T_CSET_UTF8);
+  return t;
+}
+
+H5::EnumType BoolType() {
+  H5::EnumType t(H5::PredType::NATIVE_INT8);
+  std::int8_t v = 0;
+  t.insert("FALSE", &v);  // the names h5py maps to numpy bool
+  v = 1;
+  t.insert("TRUE", &v);
+  return t;
+}
+
+void Attr(H5::H5Object& obj, const std::string& name, const std::string& value) {
+  if (obj.attrExists(name)) obj.removeAttr(name);
+  H5::StrType t = VarStr();
+  H5::Attribute a = obj.createAttribute(name, t, H5::DataSpace(H5S_SCALAR));
+  a.write(t, value);
+}
+void Attr(H5::H5Object& obj, const std::string& name, std::int64_t value) {
+  if (obj.attrExists(name)) obj.removeAttr(name);
+  H5::Attribute a = obj.createAttribute(name, H5::PredType::NATIVE_INT64, H5::DataSpace(H5S_SCALAR));
+  a.write(H5::PredType::NATIVE_INT64, &value);
+}
+void Attr(H5::H5Object& obj, const std::string& name, double value) {
+  if (obj.attrExists(name)) obj.removeAttr(name);
+  H5::Attribute a = obj.createAttribute(name, H5::PredType::NATIVE_DOUBLE, H5::DataSpace(H5S_SCALAR));
+  a.write(H5::PredType::NATIVE_DOUBLE, &value);
+}
+void AttrBool(H5::H5Object& obj, const std::string& name, bool value) {
+  if (obj.attrExists(name)) obj.removeAttr(name);
+  H5::EnumType t = BoolType();
+  std::int8_t v = value ? 1 : 0;
+  H5::Attribute a = obj.createAttribute(name, t, H5::DataSpace(H5S_SCALAR));
+  a.write(t, &v);
+}
+template <typename T>
+void AttrArray(H5::H5Object& obj, const std::string& name, const std::vector<T>& values, const H5::DataType& type) {
+  if (obj.attrExists(name)) obj.removeAttr(name);
+  hsize_t n = values.size();
+  H5::Attribute a = obj.createAttribute(name, type, H5::DataSpace(1, &n));
+  if (n) a.write(type, values.data());
+}
+void AttrStrings(H5::H5Object& obj, const std::string& name, const std::vector<std::string>& values) {
+  std::vector<const char*> ptrs;
+  for (const auto& s : values) ptrs.push_back(s.c_str());
+  AttrArray(obj, name, ptrs, VarStr());
+}
+
+void AttrParam(H5::H5Object& obj, const std::string& name, const ParamValue& v) {
+  struct Visitor {
+    H5::H5Object& obj;
+    const std::string& name;
+    void operator()(bool b) const { AttrBool(obj, name, b); }
+    void operator()(std::int64_t i) const { Attr(obj, name, i); }
+    void operator()(double d) const { Attr(obj, name, d); }
+    void operator()(const std::string& s) const { Attr(obj, name, s); }
+    void operator()(const std::vector<std::int64_t>& l) const { AttrArray(obj, name, l, H5::PredType::NATIVE_INT64); }
+    void operator()(const std::vector<double>& l) const { AttrArray(obj, name, l, H5::PredType::NATIVE_DOUBLE); }
+    void operator()(const std::vector<std::string>& l) const { AttrStrings(obj, name, l); }
+  };
+  std::visit(Visitor{obj, name}, v);
+}
+
+std::string ReadStr(const H5::H5Object& obj, const std::string& name, std::string fallback = "") {
+  if (!obj.attrExists(name)) return fallback;
+  H5::Attribute a = obj.openAttribute(name);
+  std::string s;
+  a.read(a.getStrType(), s);
+  return s;
+}
+std::int64_t ReadInt(const H5::H5Object& obj, const std::string& name, std::int64_t fallback = 0) {
+  if (!obj.attrExists(name)) return fallback;
+  std::int64_t v = 0;
+  obj.openAttribute(name).read(H5::PredType::NATIVE_INT64, &v);
+  return v;
+}
+double ReadDouble(const H5::H5Object& obj, const std::string& name, double fallback = 0) {
+  if (!obj.attrExists(name)) return fallback;
+  double v = 0;
+  obj.openAttribute(name).read(H5::PredType::NATIVE_DOUBLE, &v);
+  return v;
+}
+
+void WriteStrings(H5::Group& g, const std::string& name, const std::vector<std::string>& values) {
+  if (g.nameExists(name)) g.unlink(name);
+  std::vector<const char*> ptrs;
+  for (const auto& s : values) ptrs.push_back(s.c_str());
+  hsize_t n = ptrs.size();
+  H5::DataSet ds = g.createDataSet(name, VarStr(), H5::DataSpace(1, &n));
+  if (n) ds.write(ptrs.data(), VarStr());
+}
+
+std::vector<std::string> ReadStrings(const H5::DataSet& ds) {
+  H5::DataSpace space = ds.getSpace();
+  hsize_t n = 0;
+  space.getSimpleExtentDims(&n);
+  std::vector<char*> buf(n, nullptr);
+  H5::StrType t = VarStr();
+  if (n) ds.read(buf.data(), t);
+  std::vector<std::string> out;
+  for (char* p : buf) out.emplace_back(p ? p : "");
+  if (n) H5::DataSet::vlenReclaim(buf.data(), t, space);
+  return out;
+}
+
+struct MetricRec {
+  const char* name;
+  double value;
+  const char* unit;
+  const char* better;
+};
+struct MetricRecRead {
+  char* name;
+  double value;
+  char* unit;
+  char* better;
+};
+H5::CompType MetricType() {
+  H5::CompType t(sizeof(MetricRec));
+  t.insertMember("name", HOFFSET(MetricRec, name), VarStr());
+  t.insertMember("value", HOFFSET(MetricRec, value), H5::PredType::NATIVE_DOUBLE);
+  t.insertMember("unit", HOFFSET(MetricRec, unit), VarStr());
+  t.insertMember("better", HOFFSET(MetricRec, better), VarStr());
+  return t;
+}
+const char* BetterName(Better b) {
+  switch (b) {
+    case Better::kHigher: return "higher";
+    case Better::kLower: return "lower";
+    case Better::kNeither: return "";
+  }
+  return "";
+}
+Better BetterFrom(const std::string& s) {
+  if (s == "higher") return Better::kHigher;
+  if (s == "lower") return Better::kLower;
+  return Better::kNeither;
+}
+
+struct RefRec {
+  const char* arm;
+  const char* point;
+  double value;
+};
+struct RefRecRead {
+  char* arm;
+  char* point;
+  double value;
+};
+H5::CompType RefType() {
+  H5::CompType t(sizeof(RefRec));
+  t.insertMember("arm", HOFFSET(RefRec, arm), VarStr());
+  t.insertMember("point", HOFFSET(RefRec, point), VarStr());
+  t.insertMember("value", HOFFSET(RefRec, value), H5::PredType::NATIVE_DOUBLE);
+  return t;
+}
+
+void WriteHeader(H5::H5File& f, const ResultsHeader& h) {
+  Attr(f, "format", std::string(kFormat));
+  Attr(f, "testbed_version", std::string(TESTBED_VERSION_STRING));
+  Attr(f, "experiment", h.experiment);
+  Attr(f, "paper", h.paper);
+  Attr(f, "source_file", h.source_file);
+  Attr(f, "backend", h.backend);
+  Attr(f, "metric", h.metric);
+  Attr(f, "reference_metric", h.reference_metric);
+  H5::Group root = f.openGroup("/");
+  WriteStrings(root, "experiment_toml", {h.source_text});
+  {
+    H5::DataSet ds = root.openDataSet("experiment_toml");
+    AttrStrings(ds, "sets", h.sets);
+  }
+  WriteStrings(root, "arms", h.arms);
+  WriteStrings(root, "points", h.points);
+  WriteStrings(root, "sweep_keys", h.sweep_keys);
+  if (root.nameExists("references")) root.unlink("references");
+  std::vector<RefRec> refs;
+  for (const auto& r : h.references) refs.push_back(RefRec{r.arm.c_str(), r.point.c_str(), r.value});
+  hsize_t n = refs.size();
+  H5::DataSet ds = root.createDataSet("references", RefType(), H5::DataSpace(1, &n));
+  if (n) ds.write(refs.data(), RefType());
+}
+
+ResultsHeader ReadHeader(const H5::H5File& f) {
+  ResultsHeader h;
+  h.experiment = ReadStr(f, "experiment");
+  h.paper = ReadStr(f, "paper");
+  h.source_file = ReadStr(f, "source_file");
+  h.backend = ReadStr(f, "backend");
+  h.metric = ReadStr(f, "metric");
+  h.reference_metric = ReadStr(f, "reference_metric", "speedup");
+  H5::Group root = f.openGroup("/");
+  if (root.nameExists("experiment_toml")) {
+    auto v = ReadStrings(root.openDataSet("experiment_toml"));
+    if (!v.empty()) h.source_text = v[0];
+  }
+  if (root.nameExists("arms")) h.arms = ReadStrings(root.openDataSet("arms"));
+  if (root.nameExists("points")) h.points = ReadStrings(root.openDataSet("points"));
+  if (root.nameExists("sweep_keys")) h.sweep_keys = ReadStrings(root.openDataSet("sweep_keys"));
+  if (root.nameExists("references")) {
+    H5::DataSet ds = root.openDataSet("references");
+    H5::DataSpace space = ds.getSpace();
+    hsize_t n = 0;
+    space.getSimpleExtentDims(&n);
+    std::vector<RefRecRead> buf(n);
+    H5::CompType t = RefType();
+    if (n) ds.read(buf.data(), t);
+    for (const auto& r : buf) h.references.push_back({r.arm ? r.arm : "", r.point ? r.point : "", r.value});
+    if (n) H5::DataSet::vlenReclaim(buf.data(), t, space);
+  }
+  return h;
+}
+
+void WriteTable(H5::Group& run, const Table& table) {
+  if (run.nameExists(table.name)) run.unlink(table.name);
+  H5::Group g = run.createGroup(table.name);
+  for (const Column& c : table.columns) {
+    hsize_t n = c.size();
+    H5::DataSpace space(1, &n);
+    H5::DSetCreatPropList props;
+    if (n > 4096) {  // large tables (timelines) are chunked and compressed
+      hsize_t chunk = 4096;
+      props.setChunk(1, &chunk);
+      props.setDeflate(4);
+    }
+    H5::DataSet ds;
+    if (const auto* d = std::get_if<std::vector<double>>(&c.values)) {
+      ds = g.createDataSet(c.name, H5::PredType::NATIVE_DOUBLE, space, props);
+      if (n) ds.write(d->data(), H5::PredType::NATIVE_DOUBLE);
+    } else if (const auto* i = std::get_if<std::vector<std::int64_t>>(&c.values)) {
+      ds = g.createDataSet(c.name, H5::PredType::NATIVE_INT64, space, props);
+      if (n) ds.write(i->data(), H5::PredType::NATIVE_INT64);
+    } else {
+      const auto& s = std::get<std::vector<std::string>>(c.values);
+      std::vector<const char*> ptrs;
+      for (const auto& x : s) ptrs.push_back(x.c_str());
+      ds = g.createDataSet(c.name, VarStr(), space, props);
+      if (n) ds.write(ptrs.data(), VarStr());
+    }
+    Attr(ds, "unit", c.unit);
+  }
+  AttrStrings(g, "columns", [&] {
+    std::vector<std::string> names;
+    for (const Column& c : table.columns) names.push_back(c.name);
+    return names;
+  }());
+}
+
+Table ReadTable(const H5::Group& run, const std::string& name) {
+  Table t;
+  t.name = name;
+  H5::Group g = run.openGroup(name);
+  std::vector<std::string> order;
+  if (g.attrExists("columns")) {
+    H5::Attribute a = g.openAttribute("columns");
+    H5::DataSpace space = a.getSpace();
+    hsize_t n = 0;
+    space.getSimpleExtentDims(&n);
+    std::vector<char*> buf(n, nullptr);
+    H5::StrType st = VarStr();
+    if (n) a.read(st, buf.data());
+    for (char* p : buf) order.emplace_back(p ? p : "");
+    if (n) H5::DataSet::vlenReclaim(buf.data(), st, space);
+  }
+  for (const std::string& col : order) {
+    if (!g.nameExists(col)) continue;
+    H5::DataSet ds = g.openDataSet(col);
+    Column c;
+    c.name = col;
+    c.unit = ReadStr(ds, "unit");
+    H5::DataSpace space = ds.getSpace();
+    hsize_t n = 0;
+    space.getSimpleExtentDims(&n);
+    const H5T_class_t cls = ds.getTypeClass();
+    if (cls == H5T_FLOAT) {
+      std::vector<double> v(n);
+      if (n) ds.read(v.data(), H5::PredType::NATIVE_DOUBLE);
+      c.values = std::move(v);
+    } else if (cls == H5T_INTEGER) {
+      std::vector<std::int64_t> v(n);
+      if (n) ds.read(v.data(), H5::PredType::NATIVE_INT64);
+      c.values = std::move(v);
+    } else {
+      c.values = ReadStrings(ds);
+    }
+    t.columns.push_back(std::move(c));
+  }
+  return t;
+}
+
+void WriteRun(H5::H5File& f, const StoredRun& r) {
+  H5::Group runs = f.nameExists("runs") ? f.openGroup("runs") : f.createGroup("runs");
+  if (runs.nameExists(r.id)) runs.unlink(r.id);
+  H5::Group g = runs.createGroup(r.id);
+  Attr(g, "index", static_cast<std::int64_t>(r.index));
+  Attr(g, "arm", r.arm);
+  Attr(g, "point", r.point);
+  Attr(g, "status", r.status);
+  Attr(g, "error", r.error);
+  Attr(g, "seed", static_cast<std::int64_t>(r.seed));
+  Attr(g, "backend", r.backend);
+  Attr(g, "git_revision", r.git_revision);
+  Attr(g, "start_time", r.start_time);
+  Attr(g, "wall_time_s", r.wall_time_s);
+  Attr(g, "config_hash", r.config_hash);
+  Attr(g, "config_toml", r.config_toml);
+  H5::Group params = g.createGroup("params");
+  for (const auto& [k, v] : r.params) AttrParam(params, k, v);
+
+  std::vector<MetricRec> recs;
+  for (const Metric& m : r.output.metrics.all()) {
+    recs.push_back(MetricRec{m.name.c_str(), m.value, m.unit.c_str(), BetterName(m.better)});
+  }
+  hsize_t n = recs.size();
+  H5::CompType mt = MetricType();
+  H5::DataSet ds = g.createDataSet("metrics", mt, H5::DataSpace(1, &n));
+  if (n) ds.write(recs.data(), mt);
+  for (const Table& t : r.output.tables) WriteTable(g, t);
+  if (!r.output.notes.empty()) WriteStrings(g, "notes", r.output.notes);
+}
+
+StoredRun ReadRun(const H5::Group& runs, const std::string& id, bool with_tables) {
+  StoredRun r;
+  r.id = id;
+  H5::Group g = runs.openGroup(id);
+  r.index = static_cast<int>(ReadInt(g, "index"));
+  r.arm = ReadStr(g, "arm");
+  r.point = ReadStr(g, "point");
+  r.status = ReadStr(g, "status");
+  r.error = ReadStr(g, "error");
+  r.seed = static_cast<std::uint64_t>(ReadInt(g, "seed"));
+  r.backend = ReadStr(g, "backend");
+  r.git_revision = ReadStr(g, "git_revision");
+  r.start_time = ReadStr(g, "start_time");
+  r.wall_time_s = ReadDouble(g, "wall_time_s");
+  r.config_hash = ReadStr(g, "config_hash");
+  r.config_toml = ReadStr(g, "config_toml");
+  if (g.nameExists("metrics")) {
+    H5::DataSet ds = g.openDataSet("metrics");
+    H5::DataSpace space = ds.getSpace();
+    hsize_t n = 0;
+    space.getSimpleExtentDims(&n);
+    std::vector<MetricRecRead> buf(n);
+    H5::CompType mt = MetricType();
+    if (n) ds.read(buf.data(), mt);
+    for (const auto& m : buf) {
+      r.output.metrics.Add(m.name ? m.name : "", m.value, m.unit ? m.unit : "", BetterFrom(m.better ? m.better : ""));
+    }
+    if (n) H5::DataSet::vlenReclaim(buf.data(), mt, space);
+  }
+  if (g.nameExists("notes")) r.output.notes = ReadStrings(g.openDataSet("notes"));
+  if (with_tables) {
+    for (hsize_t i = 0; i < g.getNumObjs(); ++i) {
+      const std::string name = g.getObjnameByIdx(i);
+      if (name == "params" || g.childObjType(name) != H5O_TYPE_GROUP) continue;
+      r.output.tables.push_back(ReadTable(g, name));
+    }
+  }
+  return r;
+}
+
+absl::Status CheckOurs(const std::filesystem::path& path) {
+  const std::string p = path.string();
+  bool is_hdf5 = false;
+  try {
+    is_hdf5 = H5::H5File::isHdf5(p);
+  } catch (const H5::Exception&) {
+    is_hdf5 = false;
+  }
+  if (!is_hdf5) {
+    return absl::DataLossError(absl::StrCat(p, ": exists but is not a readable HDF5 file (corrupt or something "
+                                            "else); it was left untouched: move it away or choose another "
+                                            "[experiment] output"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncAndRename(const std::filesystem::path& tmp, const std::filesystem::path& path) {
+  int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat(path.string(), ": cannot replace the results file: ", ec.message()));
+  int dfd = ::open(path.parent_path().empty() ? "." : path.parent_path().c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
+
+std::filesystem::path TempPath(const std::filesystem::path& path) {
+  return std::filesystem::path(absl::StrCat(path.string(), ".tmp-", ::getpid()));
+}
+
+}  // namespace
+
+absl::StatusOr<ResultsFile::Contents> ResultsFile::Read(const std::filesystem::path& path, bool with_tables) {
+  H5::Exception::dontPrint();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return absl::NotFoundError(absl::StrCat(path.string(), ": no such results file"));
+  }
+  if (auto s = CheckOurs(path); !s.ok()) return s;
+  try {
+    H5::H5File f(path.string(), H5F_ACC_RDONLY);
+    if (ReadStr(f, "format") != kFormat) {
+      return absl::FailedPreconditionError(absl::StrCat(path.string(), ": an HDF5 file, but not a testbed results file "
+                                                        "(no format attribute '", kFormat, "')"));
+    }
+    Contents c;
+    c.header = ReadHeader(f);
+    if (f.nameExists("runs")) {
+      H5::Group runs = f.openGroup("runs");
+      for (hsize_t i = 0; i < runs.getNumObjs(); ++i) {
+        c.runs.push_back(ReadRun(runs, runs.getObjnameByIdx(i), with_tables));
+      }
+    }
+    std::sort(c.runs.begin(), c.runs.end(), [](const StoredRun& a, const StoredRun& b) { return a.index < b.index; });
+    return c;
+  } catch (const H5::Exception& e) {
+    return absl::DataLossError(absl::StrCat(path.string(), ": cannot read the results file: ", e.getDetailMsg()));
+  }
+}
+
+absl::StatusOr<ResultsFile> ResultsFile::Open(const std::filesystem::path& path, const ResultsHeader& header) {
+  H5::Exception::dontPrint();
+  ResultsFile rf;
+  rf.path_ = path;
+  rf.header_ = header;
+  std::error_code ec;
+  const std::filesystem::path dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(absl::StrCat(path.string(), ": cannot create the directory ", dir.string(), ": ",
+                                                    ec.message()));
+  }
+  // Probe that the directory takes new files before any run is spent.
+  const std::filesystem::path probe = TempPath(path);
+  {
+    std::ofstream out(probe);
+    if (!out) {
+      return absl::PermissionDeniedError(absl::StrCat(path.string(), ": results file is not writable (cannot create ",
+                                                      probe.string(), ": ", std::strerror(errno), ")"));
+    }
+  }
+  std::filesystem::remove(probe, ec);
+  if (std::filesystem::exists(path, ec)) {
+    if (::access(path.c_str(), W_OK) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(path.string(), ": results file is not writable (",
+                                                      std::strerror(errno), ")"));
+    }
+    auto contents = Read(path, /*with_tables=*/false);
+    if (!contents.ok()) return contents.status();
+    if (contents->header.experiment != header.experiment) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path.string(), ": holds results of experiment '", contents->header.experiment, "', not '", header.experiment,
+          "'; choose another output or pass --fresh (the old file is kept as a backup)"));
+    }
+    rf.runs_ = std::move(contents->runs);
+  }
+  return rf;
+}
+
+const StoredRun* ResultsFile::Find(const std::string& id) const {
+  for (const StoredRun& r : runs_) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
+absl::Status ResultsFile::Append(const StoredRun& run) {
+  const std::filesystem::path tmp = TempPath(path_);
+  std::error_code ec;
+  try {
+    if (std::filesystem::exists(path_, ec)) {
+      std::filesystem::copy_file(path_, tmp, std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec) return absl::InternalError(absl::StrCat(tmp.string(), ": cannot copy the results file: ", ec.message()));
+      H5::H5File f(tmp.string(), H5F_ACC_RDWR);
+      WriteHeader(f, header_);
+      WriteRun(f, run);
+    } else {
+      H5::H5File f(tmp.string(), H5F_ACC_TRUNC);
+      Attr(f, "created", run.start_time);
+      WriteHeader(f, header_);
+      WriteRun(f, run);
+    }
+  } catch (const H5::Exception& e) {
+    std::filesystem::remove(tmp, ec);
+    return absl::InternalError(absl::StrCat(path_.string(), ": cannot write run '", run.id, "': ", e.getDetailMsg()));
+  }
+  if (auto s = SyncAndRename(tmp, path_); !s.ok()) return s;
+  StoredRun header_only = run;
+  header_only.output.tables.clear();
+  auto it = std::find_if(runs_.begin(), runs_.end(), [&](const StoredRun& r) { return r.id == run.id; });
+  if (it != runs_.end()) {
+    *it = std::move(header_only);
+  } else {
+    runs_.push_back(std::move(header_only));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace testbed

@@ -1,0 +1,97 @@
+// The HDF5 results file (DESIGN.md §6). Layout:
+//   /                      attrs: format, testbed_version, experiment, paper, source_file,
+//                          backend, metric, reference_metric, created
+//   /experiment_toml       the experiment file as given (string), attr `sets`
+//   /arms, /points         the table order (string arrays)
+//   /references            compound (arm, point, value)
+//   /runs/<id>/            attrs: index, arm, point, status, error, seed, backend,
+//                          git_revision, start_time, wall_time_s, config_hash, config_toml
+//   /runs/<id>/params      one attribute per resolved parameter
+//   /runs/<id>/metrics     compound (name, value, unit, better)
+//   /runs/<id>/<table>/    one dataset per column (attr `unit`): per_device, per_link,
+//                          timeline, loss_curve, ...
+// Every write goes to a temporary copy that is renamed over the file, so a crash or kill
+// at any moment leaves either the previous file or the new one, both complete.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "testbed/metrics.h"
+#include "testbed/param_spec.h"
+
+namespace testbed {
+
+struct StoredReference {
+  std::string arm;
+  std::string point;
+  double value = 0;
+};
+
+struct ResultsHeader {
+  std::string experiment;
+  std::string paper;
+  std::string source_file;
+  std::string source_text;
+  std::vector<std::string> sets;
+  std::string backend;
+  std::string metric;
+  std::string reference_metric = "speedup";
+  std::vector<std::string> arms;
+  std::vector<std::string> points;
+  std::vector<std::string> sweep_keys;
+  std::vector<StoredReference> references;
+};
+
+struct StoredRun {
+  std::string id;
+  int index = 0;
+  std::string arm;
+  std::string point;
+  std::string status;  // "ok" | "failed"
+  std::string error;
+  std::uint64_t seed = 0;
+  std::string backend;
+  std::string git_revision;
+  std::string start_time;  // ISO 8601, UTC
+  double wall_time_s = 0;
+  std::string config_hash;
+  std::string config_toml;
+  std::vector<std::pair<std::string, ParamValue>> params;
+  RunOutput output;
+};
+
+class ResultsFile {
+ public:
+  // Opens `path` for an experiment: a missing file is created (directories too); an
+  // existing one is read so that its completed runs can be skipped. Errors, with nothing
+  // changed on disk: the location is not writable; the file is not HDF5 or not a testbed
+  // results file; it holds another experiment.
+  [[nodiscard]] static absl::StatusOr<ResultsFile> Open(const std::filesystem::path& path, const ResultsHeader& header);
+
+  // Reads a results file (for `testbed show` / `trace`). Tables are read only when asked.
+  struct Contents {
+    ResultsHeader header;
+    std::vector<StoredRun> runs;  // by index
+  };
+  [[nodiscard]] static absl::StatusOr<Contents> Read(const std::filesystem::path& path, bool with_tables);
+
+  // A completed run already in the file, if any.
+  [[nodiscard]] const StoredRun* Find(const std::string& id) const;
+  [[nodiscard]] const std::vector<StoredRun>& runs() const noexcept { return runs_; }
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+
+  // Adds (or replaces) a run; the file on disk is updated atomically before this returns.
+  absl::Status Append(const StoredRun& run);
+
+ private:
+  std::filesystem::path path_;
+  ResultsHeader header_;
+  std::vector<StoredRun> runs_;  // headers of runs in the file (tables not kept in memory)
+};
+
+}  // namespace testbed
