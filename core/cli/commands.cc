@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "config/experiment.h"
 #include "engine/runner.h"
+#include "results/chrome_trace.h"
 #include "results/report.h"
 #include "results/results_file.h"
 
@@ -26,12 +27,12 @@ void ReportPluginFailures(const Env& env) {
   }
 }
 
+}  // namespace
+
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
   return 1;
 }
-
-}  // namespace
 
 std::string VersionString() { return absl::StrCat("testbed ", TESTBED_VERSION_STRING, " (", GitRevision(), ")"); }
 
@@ -143,6 +144,32 @@ int Show(const ShowArgs& args) {
     std::fputs(FormatReport(contents->header, rows).c_str(), stdout);
   }
   return 0;
+}
+
+}  // namespace testbed::cli
+
+namespace testbed::cli {
+
+int Trace(const TraceArgs& args) {
+  auto contents = ResultsFile::Read(args.file, /*with_tables=*/true);
+  if (!contents.ok()) return Fail(contents.status());
+  for (const StoredRun& r : contents->runs) {
+    if (r.id != args.run && absl::StrCat(r.index) != args.run) continue;
+    for (const Table& t : r.output.tables) {
+      if (t.name != "timeline") continue;
+      auto json = ChromeTraceJson(t, r.id);
+      if (!json.ok()) return Fail(json.status());
+      std::fputs(json->c_str(), stdout);
+      return 0;
+    }
+    return Fail(absl::NotFoundError(absl::StrCat(args.file, ": run '", r.id, "' has no timeline (",
+                                                 r.status == "ok" ? "it was not recorded: set [experiment] timeline = \"on\""
+                                                                  : "the run failed",
+                                                 ")")));
+  }
+  std::vector<std::string> ids;
+  for (const StoredRun& r : contents->runs) ids.push_back(r.id);
+  return Fail(absl::NotFoundError(absl::StrCat(args.file, ": no run '", args.run, "'; runs: ", absl::StrJoin(ids, ", "))));
 }
 
 }  // namespace testbed::cli

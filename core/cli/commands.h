@@ -46,9 +46,19 @@ struct ShowArgs {
   std::string run;
 };
 
+// Prints "error: <message>" and returns the failing exit status.
+int Fail(const absl::Status& status);
+
 int Run(Env& env, const RunArgs& args);
 int Validate(Env& env, const ValidateArgs& args);
 int Plugins(Env& env, const PluginsArgs& args);
 int Show(const ShowArgs& args);
+
+struct TraceArgs {
+  std::string file;
+  std::string run;
+};
+// Writes the run's timeline as Chrome-trace JSON to stdout.
+int Trace(const TraceArgs& args);
 
 }  // namespace testbed::cli

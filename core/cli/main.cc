@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
+#include "cli/cost_command.h"
 
 int main(int argc, char** argv) {
   // `testbed x.toml ...` is `testbed run x.toml ...`.
@@ -48,6 +49,27 @@ int main(int argc, char** argv) {
   show->add_flag("--csv", show_args.csv, "print CSV: run,arm,point,metric,value,unit,speedup,reference,ratio");
   show->add_option("--run", show_args.run, "print every metric of one run (id or index)");
 
+  testbed::cli::TraceArgs trace_args;
+  auto* trace = app.add_subcommand("trace", "write a run's timeline as Chrome-trace JSON (open it in Perfetto)");
+  trace->add_option("results", trace_args.file, "results HDF5 file")->required();
+  trace->add_option("--run", trace_args.run, "run id or index")->required();
+
+  testbed::cli::CostArgs cost_args;
+  auto* cost = app.add_subcommand("cost", "modelled time and memory of one transformer layer's ops");
+  cost->add_option("--device", cost_args.device, "device preset")->capture_default_str();
+  cost->add_option("--cluster", cost_args.cluster, "cluster preset whose node holds the TP group (default: the device's usual node)");
+  cost->add_option("--hidden", cost_args.hidden, "hidden size")->capture_default_str();
+  cost->add_option("--heads", cost_args.heads, "attention heads (default hidden / 64)");
+  cost->add_option("--ffn", cost_args.ffn, "FFN size (default 4 x hidden)");
+  cost->add_option("--seq", cost_args.seq, "sequence length")->capture_default_str();
+  cost->add_option("--micro-batch", cost_args.micro_batch, "micro-batch size")->capture_default_str();
+  cost->add_option("--tp", cost_args.tp, "tensor-parallel degree")->capture_default_str()->check(CLI::PositiveNumber);
+  cost->add_flag("--sequence-parallel", cost_args.sequence_parallel, "Megatron sequence parallelism");
+  cost->add_option("--precision", cost_args.precision, "fp32 | tf32 | fp16 | bf16")->capture_default_str();
+  cost->add_option("--device-model", cost_args.device_model, "device_model component")->capture_default_str();
+  cost->add_option("--collective", cost_args.collective, "collective component")->capture_default_str();
+  cost->add_flag("--json", cost_args.json, "one JSON object: attn_fwd_s, attn_bwd_s, mlp_fwd_s, mlp_bwd_s, tp_comm_s, memory_bytes");
+
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
@@ -59,5 +81,7 @@ int main(int argc, char** argv) {
   if (validate->parsed()) return testbed::cli::Validate(env, validate_args);
   if (plugins->parsed()) return testbed::cli::Plugins(env, plugins_args);
   if (show->parsed()) return testbed::cli::Show(show_args);
+  if (trace->parsed()) return testbed::cli::Trace(trace_args);
+  if (cost->parsed()) return testbed::cli::Cost(env, cost_args);
   return 2;
 }

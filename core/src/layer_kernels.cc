@@ -50,6 +50,15 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       b.Memory("embedding_dropout", sp_tokens * h, 3);
       break;
     case LayerKind::kAttention:
+      if (b.backward && work.selective_recompute) {
+        // Korthikanti et al. 2022: recompute the attention core before its backward.
+        b.backward = false;
+        b.Gemm("scores_recompute", s, s, head_dim, KernelKind::kBatchedGemm, samples * heads);
+        b.Memory("softmax_recompute", samples * heads * s * s, 2);
+        b.Memory("attention_dropout_recompute", samples * heads * s * s, 2.5);
+        b.Gemm("context_recompute", s, head_dim, s, KernelKind::kBatchedGemm, samples * heads);
+        b.backward = true;
+      }
       b.Memory("layernorm", sp_tokens * h, 2);
       b.Gemm("qkv", tokens, 3 * h / t, h);
       b.Gemm("scores", s, s, head_dim, KernelKind::kBatchedGemm, samples * heads);
@@ -91,6 +100,19 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       break;
   }
   return b.out;
+}
+
+}  // namespace testbed
+
+namespace testbed {
+
+const char* PhaseName(Phase phase) noexcept {
+  switch (phase) {
+    case Phase::kForward: return "fwd";
+    case Phase::kBackward: return "bwd";
+    case Phase::kRecompute: return "recompute";
+  }
+  return "?";
 }
 
 }  // namespace testbed

@@ -91,6 +91,7 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
   Layer emb = base("embedding", LayerKind::kEmbedding, -1);
   emb.params = v * h + s * h;
   emb.activation_bytes_per_sample = s * h;  // dropout mask, one byte per element
+  emb.activation_replicated_bytes_per_sample = s * h;
   emb.tp_fwd_allreduce_bytes_per_sample = 2 * s * h;
   g.layers.push_back(emb);
 
@@ -104,6 +105,8 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
     // Korthikanti et al. 2022, Sec. 4.1: 11sh + 5as² for attention, 2sh for its LayerNorm.
     att.activation_score_bytes_per_sample = 5 * a * s * s;
     att.activation_bytes_per_sample = 13 * s * h + att.activation_score_bytes_per_sample;
+    // Not split by TP: LayerNorm input 2sh, QKV input 2sh, output dropout mask sh.
+    att.activation_replicated_bytes_per_sample = 5 * s * h;
     att.tp_fwd_allreduce_bytes_per_sample = 2 * s * h;  // after the row-parallel projection
     att.tp_bwd_allreduce_bytes_per_sample = 2 * s * h;  // before the column-parallel QKV
     g.layers.push_back(att);
@@ -118,6 +121,7 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
       moe.bwd_flops_per_sample = 2.0 * moe.fwd_flops_per_sample;
       moe.params = e * (2 * h * f + f + h) + h * e + 2 * h;
       moe.activation_bytes_per_sample = 4 * s * h + k * (3 * s * h + 4 * s * f);
+      moe.activation_replicated_bytes_per_sample = 4 * s * h;
       g.layers.push_back(moe);
     } else {
       // MLP block: LayerNorm, h -> f, GeLU, f -> h. Matrix FLOPs 2·2·s·h·f.
@@ -128,6 +132,7 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
       // Korthikanti: 19sh for f = 4h (2sh input, 8sh GeLU in, 8sh GeLU out, sh mask) + 2sh
       // LayerNorm; in general 5sh + 4sf.
       mlp.activation_bytes_per_sample = 5 * s * h + 4 * s * f;
+      mlp.activation_replicated_bytes_per_sample = 5 * s * h;  // LayerNorm, fc1 input, dropout mask
       mlp.tp_fwd_allreduce_bytes_per_sample = 2 * s * h;
       mlp.tp_bwd_allreduce_bytes_per_sample = 2 * s * h;
       g.layers.push_back(mlp);
@@ -146,6 +151,7 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
     head.params += v * h;
   }
   head.activation_bytes_per_sample = 4 * s * h + 4 * s * v;
+  head.activation_replicated_bytes_per_sample = 4 * s * h;  // logits are vocab-parallel
   head.output_bytes_per_sample = 0;
   head.tp_bwd_allreduce_bytes_per_sample = 2 * s * h;  // gradient of the replicated input
   g.layers.push_back(head);

@@ -26,6 +26,9 @@ struct LayerWork {
   // Fraction of the micro-batch this task covers (sub-batches of Oases / Merak's
   // sub-pipelined TMP run a layer on half or a quarter of a micro-batch).
   double fraction = 1.0;
+  // Backward of an attention layer under selective recomputation: it first recomputes the
+  // attention core (scores, softmax, dropout, context) whose activations were not kept.
+  bool selective_recompute = false;
 };
 
 class DeviceModel : public Component {

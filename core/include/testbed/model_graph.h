@@ -46,6 +46,9 @@ struct Layer {
   // that selective recomputation drops.
   std::int64_t activation_bytes_per_sample = 0;
   std::int64_t activation_score_bytes_per_sample = 0;  // included in the total above
+  // The part of the total that tensor parallelism does not split (LayerNorm inputs, dropout
+  // masks, inputs of column-parallel GEMMs); sequence parallelism splits it too.
+  std::int64_t activation_replicated_bytes_per_sample = 0;
   std::int64_t output_bytes_per_sample = 0;            // what is sent to the next stage
   // Megatron tensor parallelism: bytes all-reduced per sample over the TP group in forward
   // and in backward (0 where the split needs none).

@@ -35,9 +35,13 @@ enum class CollectiveOp : std::uint8_t { kAllReduce, kAllGather, kReduceScatter,
 namespace streams {
 inline constexpr std::uint8_t kCompute = 0;
 inline constexpr std::uint8_t kTensorComm = 1;    // tensor-parallel collectives that overlap compute
-inline constexpr std::uint8_t kPipelineComm = 2;  // stage-to-stage sends and receives
+inline constexpr std::uint8_t kPipelineComm = 2;  // stage-to-stage sends
 inline constexpr std::uint8_t kDataComm = 3;      // gradient all-reduce
-inline constexpr int kCount = 4;
+// Stage-to-stage receives. Sends and receives take separate streams, as batched NCCL
+// point-to-point calls do, so that a stage sending forward while its neighbour sends a
+// gradient back does not wait on itself.
+inline constexpr std::uint8_t kPipelineRecv = 4;
+inline constexpr int kCount = 5;
 }  // namespace streams
 
 // What a task does. Fields not used by its kind keep their defaults.
@@ -72,6 +76,8 @@ class Schedule {
   TaskId Add(const Task& task, const std::vector<TaskId>& deps = {});
   // Adds a dependency of `task` on `on` (both already added).
   void AddDep(TaskId task, TaskId on);
+  // Pairs a receive with its send (sets the receive's `match`).
+  void Link(TaskId recv, TaskId send) { tasks_[static_cast<size_t>(recv)].match = send; }
   // Interns a device group (members in rank order) and returns its index.
   std::int32_t Group(const std::vector<DeviceId>& members);
 

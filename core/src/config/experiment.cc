@@ -22,7 +22,7 @@ const std::vector<std::string>& CoreSectionNames() {
 }
 
 std::uint64_t StableHash(absl::string_view text, std::uint64_t seed) noexcept {
-  std::uint64_t h = 1469598103934665603ull ^ (seed * 1099511628211ull);
+  std::uint64_t h = 14695981039346656037ull ^ (seed * 1099511628211ull);
   for (unsigned char c : text) {
     h ^= c;
     h *= 1099511628211ull;
@@ -35,6 +35,7 @@ namespace {
 struct SetOverride {
   KeyPath path;
   ConfigDoc doc;  // holds the value at ["v"], positions named "--set <text>"
+  std::string arm;  // "arm.<name>.<key>=...": applies to that arm's runs only
 };
 
 absl::StatusOr<SetOverride> ParseSet(const std::string& text) {
@@ -116,6 +117,21 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
       if (auto st = arm_doc.Set(sub, *o->doc.Get({"v"}), o->doc, {"v"}); !st.ok()) return st;
       toml::array* mutable_arms = const_cast<toml::array*>(arms);
       mutable_arms->replace(mutable_arms->begin() + found, *arm_doc.GetTable({"a"}));
+      // The array element above has lost its positions; applying the value to the arm's
+      // runs again keeps "--set ..." as the place errors about it point to.
+      // (An arm's name and doc are not run settings, and a section table given whole is
+      // merged key by key by the arm, which a run-level set would not do: those stay as is.)
+      const bool section_table = o->path.size() == 3 && o->doc.Get({"v"})->is_table() && !KindFromName(o->path[2]);
+      if (!(o->path.size() == 3 && (o->path[2] == "name" || o->path[2] == "doc")) && !section_table) {
+        SetOverride per_arm{{}, std::move(o->doc), o->path[1]};
+        for (size_t i = 2; i < o->path.size(); ++i) {
+          auto seg = o->path[i].find('.') == std::string::npos ? absl::StatusOr<KeyPath>(KeyPath{o->path[i]})
+                                                               : ParsePath(o->path[i]);
+          if (!seg.ok()) return absl::InvalidArgumentError(absl::StrCat("--set ", s, ": ", seg.status().message()));
+          per_arm.path.insert(per_arm.path.end(), seg->begin(), seg->end());
+        }
+        run_sets.push_back(std::move(per_arm));
+      }
       continue;
     }
     if (head == "experiment" || head == "sweep" || head == "reference") {
@@ -149,7 +165,7 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
           errors.Add(doc.Where(src), absl::StrCat("[sweep]: ", target.status().message()));
         } else if (arr == nullptr || arr->empty()) {
           errors.Add(doc.Where(src), absl::StrCat("[sweep] '", std::string(k.str()), "': expected a non-empty array of values"));
-        } else if (std::any_of(run_sets.begin(), run_sets.end(), [&](const SetOverride& o) { return o.path == *target; })) {
+        } else if (std::any_of(run_sets.begin(), run_sets.end(), [&](const SetOverride& o) { return o.arm.empty() && o.path == *target; })) {
           // Pinned by --set.
         } else {
           dims.push_back(Dim{*target, std::string(k.str()), src, doc.Where(src).line, arr->size()});
@@ -288,6 +304,7 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
         }
       }
       for (const SetOverride& o : run_sets) {
+        if (!o.arm.empty() && o.arm != run.arm) continue;
         if (auto st = run.doc.Set(o.path, *o.doc.Get({"v"}), o.doc, {"v"}); !st.ok()) {
           errors.Add(o.doc.Where({"v"}), std::string(st.message()));
         }

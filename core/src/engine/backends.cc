@@ -1,11 +1,13 @@
 #include "engine/backend.h"
 #include "engine/plan_backend.h"
+#include "sim/sim_backend.h"
 
 namespace testbed {
 
 const std::map<std::string, std::function<std::unique_ptr<Backend>()>>& BuiltinBackends() {
   static const std::map<std::string, std::function<std::unique_ptr<Backend>()>> backends = {
       {"plan", [] { return std::make_unique<PlanBackend>(); }},
+      {"sim", [] { return std::make_unique<SimBackend>(); }},
   };
   return backends;
 }

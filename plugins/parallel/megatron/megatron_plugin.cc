@@ -1,20 +1,35 @@
-// Plugin "megatron": Megatron-LM's baseline planning.
+// Plugin "megatron": Megatron-LM's baseline planning and schedules.
+#include "schedulers.h"
 #include "testbed/plugin.h"
+#include "testbed/status_macros.h"
 #include "uniform_partitioner.h"
 
 namespace testbed::megatron {
 namespace {
 
 absl::Status Register(Registry& r) {
-  return r.Add<Partitioner>(
+  TESTBED_RETURN_IF_ERROR(r.Add<Partitioner>(
       "megatron.uniform",
       "Megatron-LM: degrees from [parallel], transformer blocks split evenly over pipeline stages and chunks", {},
       [](const ParamSet&) -> absl::StatusOr<std::unique_ptr<Partitioner>> {
         return std::make_unique<UniformPartitioner>();
+      }));
+  TESTBED_RETURN_IF_ERROR(r.Add<Scheduler>(
+      "1f1b", "1F1B (PipeDream-Flush), Megatron-LM's default pipeline schedule", ExpandOptionParams(),
+      [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Scheduler>> {
+        TESTBED_ASSIGN_OR_RETURN(ExpandOptions o, ExpandOptionsFrom(p));
+        return std::make_unique<OneFOneB>(o);
+      }));
+  return r.Add<Scheduler>(
+      "interleaved_1f1b", "Megatron-LM's interleaved 1F1B over virtual stages ([parallel] virtual_stages)",
+      ExpandOptionParams(), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Scheduler>> {
+        TESTBED_ASSIGN_OR_RETURN(ExpandOptions o, ExpandOptionsFrom(p));
+        return std::make_unique<Interleaved>(o);
       });
 }
 
 }  // namespace
 }  // namespace testbed::megatron
 
-TESTBED_PLUGIN("megatron", "1.0.0", "Megatron-LM baselines: uniform pipeline partition", testbed::megatron::Register)
+TESTBED_PLUGIN("megatron", "1.0.0", "Megatron-LM baselines: uniform partition, 1F1B and interleaved schedules",
+               testbed::megatron::Register)

@@ -1,0 +1,80 @@
+// Pipeline schedules as programs: per pipeline stage, the order of forward, backward and
+// recompute operations on (model chunk, micro-batch). Schedulers write programs (GPipe,
+// 1F1B, interleaved 1F1B, Merak's shifted critical path, AutoPipe's sliced start-up);
+// ExpandPipeline turns a program into the full task graph of a plan: every tensor-parallel
+// rank's compute, tensor-parallel collectives, stage-to-stage sends and receives, bucketed
+// gradient all-reduce overlapping the backward pass, and the optimizer step.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "testbed/param_set.h"
+#include "testbed/param_spec.h"
+#include "testbed/schedule.h"
+#include "testbed/scheduler.h"
+
+namespace testbed {
+
+struct PipelineOp {
+  enum class Kind : std::uint8_t { kForward, kBackward, kRecompute };
+  Kind kind = Kind::kForward;
+  int chunk = 0;
+  int micro_batch = 0;
+  // Forward only: whether this forward checkpoints the stage's recompute layers
+  // (StageSpec::recompute_layers) and so needs a recompute before its backward; -1 follows
+  // the plan (checkpoint whenever the stage recomputes).
+  int checkpoint = -1;
+};
+
+struct PipelineProgram {
+  std::vector<std::vector<PipelineOp>> stages;  // one op list per pipeline stage
+  // Share of Plan::micro_batch samples in each micro-batch; empty means 1 for each. A slicer
+  // that splits the first micro-batch into halves lists [0.5, 0.5, 1, 1, ...].
+  std::vector<double> micro_batch_fraction;
+
+  [[nodiscard]] int NumMicroBatches() const;  // highest micro-batch index used + 1
+  [[nodiscard]] double Fraction(int micro_batch) const {
+    return micro_batch_fraction.empty() ? 1.0 : micro_batch_fraction[static_cast<size_t>(micro_batch)];
+  }
+};
+
+struct ExpandOptions {
+  // > 1: sub-pipelined tensor parallelism (Merak) / overlapped sub-batches (Oases): each
+  // layer's compute runs in this many parts and the collective of one part overlaps the
+  // compute of the next (tensor-parallel collectives go on their own stream).
+  int tp_chunks = 1;
+  // Tensor-parallel collectives on the tensor-comm stream (overlapping compute where the
+  // dependencies allow) instead of blocking the compute stream as Megatron-LM does.
+  bool tp_overlap = false;
+  // Gradient all-reduce buckets (bytes of gradients each); they start as soon as the last
+  // micro-batch's backward of their layers is done when dp_overlap, else after the whole
+  // backward pass.
+  std::int64_t dp_bucket_bytes = 25 * 1024 * 1024;
+  bool dp_overlap = true;
+  bool optimizer_step = true;
+};
+
+// The parameters every pipeline scheduler takes for its expansion (tp_chunks, tp_overlap,
+// dp_bucket_mib, dp_overlap), declared once, and their reading.
+[[nodiscard]] std::vector<ParamSpec> ExpandOptionParams();
+[[nodiscard]] absl::StatusOr<ExpandOptions> ExpandOptionsFrom(const ParamSet& params);
+
+// GPipe: all forwards, then all backwards (last micro-batch first).
+[[nodiscard]] PipelineProgram GPipeProgram(int pp, int micro_batches);
+// 1F1B (PipeDream-Flush, Megatron-LM's default): stage s runs min(pp - s - 1, m) warm-up
+// forwards, then alternates one forward and one backward, then drains the backwards.
+[[nodiscard]] PipelineProgram OneFOneBProgram(int pp, int micro_batches);
+// Megatron-LM's interleaved 1F1B over `chunks` model chunks per stage; micro-batches must be
+// a multiple of pp.
+[[nodiscard]] absl::StatusOr<PipelineProgram> InterleavedProgram(int pp, int chunks, int micro_batches);
+
+// Every (chunk, micro-batch) of every stage has exactly one forward and one backward,
+// forward first, at most one recompute between them; the stage count matches.
+[[nodiscard]] absl::Status CheckProgram(const PipelineProgram& program, int pp, int chunks, int micro_batches);
+
+[[nodiscard]] absl::StatusOr<Schedule> ExpandPipeline(const SchedulingContext& ctx, const PipelineProgram& program,
+                                                      const ExpandOptions& options);
+
+}  // namespace testbed

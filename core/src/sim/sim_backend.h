@@ -1,0 +1,40 @@
+// Backend "sim": plans a run (partitioner, with the simulator available to searching
+// planners through PlanningContext::evaluate), builds the schedule, simulates one training
+// iteration and reports time, throughput, FLOP/s and MFU, bubbles, exposed communication,
+// memory peaks (refusing plans that do not fit), link traffic and the timeline.
+#pragma once
+
+#include "engine/backend.h"
+#include "sim/simulator.h"
+#include "testbed/collective.h"
+#include "testbed/device_model.h"
+#include "testbed/partitioner.h"
+#include "testbed/scheduler.h"
+
+namespace testbed {
+
+struct SimSettings {
+  bool enforce_memory = true;
+  double memory_reserve_bytes = 0;
+  bool check_schedule = true;
+  bool free_communication = false;
+  std::int64_t timeline_max_tasks = 200000;
+  std::string timeline = "auto";  // from [experiment] timeline
+};
+
+// Simulates `plan` with `scheduler` and returns the run's metrics and tables. The same
+// function scores candidate plans for searching partitioners (tables skipped).
+[[nodiscard]] absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model, const Cluster& cluster,
+                                                     const TrainSettings& train, DeviceModel& device_model,
+                                                     Collective& collective, Scheduler& scheduler,
+                                                     const SimSettings& settings, bool with_tables);
+
+class SimBackend final : public Backend {
+ public:
+  [[nodiscard]] static const BackendInfo& Info();
+  [[nodiscard]] const BackendInfo& info() const noexcept override { return Info(); }
+  [[nodiscard]] absl::StatusOr<RunOutput> Run(const ResolvedRun& run, const Registry& registry,
+                                              const RunControl& control) override;
+};
+
+}  // namespace testbed

@@ -1,0 +1,556 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "testbed/memory_model.h"
+#include "testbed/status_macros.h"
+
+namespace testbed {
+namespace {
+
+enum class EventKind : std::uint8_t { kTaskDone, kLatencyDone, kPhaseDone };
+
+struct Event {
+  double time;
+  std::uint64_t seq;
+  EventKind kind;
+  std::int32_t id;  // task for kTaskDone, activity otherwise
+  std::uint32_t version;
+};
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    return a.time > b.time || (a.time == b.time && a.seq > b.seq);
+  }
+};
+
+// A communication in flight: a collective, or a send together with its receive.
+struct Activity {
+  TaskId task = -1;
+  TaskId partner = -1;
+  const CommPlan* plan = nullptr;
+  size_t phase = 0;
+  bool transferring = false;
+  double remaining = 1.0;  // fraction of the current phase's bytes still to move
+  double rate = 0.0;       // fraction per second
+  double updated = 0.0;
+  std::uint32_t version = 0;
+};
+
+class Engine {
+ public:
+  Engine(const Schedule& s, const SimInputs& in, const SimOptions& opt) : s_(s), in_(in), opt_(opt) {}
+
+  absl::StatusOr<SimResult> Run() {
+    TESTBED_RETURN_IF_ERROR(Prepare());
+    // Every stream's first task has reached its head.
+    for (DeviceId d = 0; d < s_.num_devices(); ++d) {
+      for (int st = 0; st < streams::kCount + 4; ++st) {
+        const auto& order = s_.Order(d, st);
+        if (!order.empty()) Arrive(order.front());
+      }
+    }
+    for (TaskId t = 0; t < n_; ++t) {
+      if (wait_[static_cast<size_t>(t)] == 0 && !started_[static_cast<size_t>(t)]) TryStart(t);
+    }
+    while (!events_.empty() && error_.ok()) {
+      const Event e = events_.top();
+      events_.pop();
+      now_ = e.time;
+      switch (e.kind) {
+        case EventKind::kTaskDone:
+          Complete(e.id);
+          break;
+        case EventKind::kLatencyDone:
+          BeginTransfer(e.id);
+          break;
+        case EventKind::kPhaseDone:
+          if (acts_[static_cast<size_t>(e.id)].version == e.version) EndPhase(e.id);
+          break;
+      }
+    }
+    TESTBED_RETURN_IF_ERROR(error_);
+    if (done_ < n_) return Deadlock();
+    return Finish();
+  }
+
+ private:
+  absl::Status Prepare() {
+    n_ = static_cast<TaskId>(s_.size());
+    const size_t n = static_cast<size_t>(n_);
+    const int devices = s_.num_devices();
+    wait_.assign(n, 0);
+    started_.assign(n, 0);
+    start_.assign(n, 0.0);
+    end_.assign(n, 0.0);
+    duration_.assign(n, 0.0);
+    comm_.assign(n, nullptr);
+    mem_start_.assign(n, 0.0);
+    mem_end_.assign(n, 0.0);
+    recv_of_send_.assign(n, -1);
+    // Dependents and stream successors as CSR.
+    std::vector<std::int32_t> dep_count(n + 1, 0), succ_count(n + 1, 0);
+    for (TaskId t = 0; t < n_; ++t) {
+      for (TaskId d : s_.deps(t)) ++dep_count[static_cast<size_t>(d) + 1];
+      wait_[static_cast<size_t>(t)] = static_cast<std::int32_t>(s_.deps(t).size());
+      const Task& task = s_.task(t);
+      if (task.kind == TaskKind::kRecv) recv_of_send_[static_cast<size_t>(task.match)] = t;
+    }
+    for (DeviceId d = 0; d < devices; ++d) {
+      for (int st = 0; st < streams::kCount + 4; ++st) {
+        const auto& order = s_.Order(d, st);
+        for (size_t k = 0; k < order.size(); ++k) {
+          ++wait_[static_cast<size_t>(order[k])];  // reaching the head of this stream
+          if (k + 1 < order.size()) ++succ_count[static_cast<size_t>(order[k]) + 1];
+        }
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      dep_count[i + 1] += dep_count[i];
+      succ_count[i + 1] += succ_count[i];
+    }
+    dependents_.assign(static_cast<size_t>(dep_count[n]), 0);
+    successors_.assign(static_cast<size_t>(succ_count[n]), 0);
+    dep_begin_ = dep_count;
+    succ_begin_ = succ_count;
+    {
+      std::vector<std::int32_t> fill = dep_count;
+      for (TaskId t = 0; t < n_; ++t) {
+        for (TaskId d : s_.deps(t)) dependents_[static_cast<size_t>(fill[static_cast<size_t>(d)]++)] = t;
+      }
+      fill = succ_count;
+      for (DeviceId d = 0; d < devices; ++d) {
+        for (int st = 0; st < streams::kCount + 4; ++st) {
+          const auto& order = s_.Order(d, st);
+          for (size_t k = 0; k + 1 < order.size(); ++k) {
+            successors_[static_cast<size_t>(fill[static_cast<size_t>(order[k])]++)] = order[k + 1];
+          }
+        }
+      }
+    }
+    TESTBED_RETURN_IF_ERROR(PrepareCosts());
+    computing_.assign(static_cast<size_t>(devices), 0);
+    communicating_.assign(static_cast<size_t>(devices), 0);
+    last_change_.assign(static_cast<size_t>(devices), 0.0);
+    stats_.assign(static_cast<size_t>(devices), SimDeviceStats{});
+    mem_now_.assign(static_cast<size_t>(devices), 0.0);
+    const auto& links = in_.cluster.links();
+    link_active_.assign(links.size(), 0);
+    link_users_.assign(links.size(), {});
+    link_since_.assign(links.size(), 0.0);
+    link_stats_.assign(links.size(), SimLinkStats{});
+    mark_.assign(0, 0);
+    // Static memory of each device in the plan.
+    const Plan& plan = in_.plan;
+    const int mbs = std::max<int>(1, static_cast<int>(plan.micro_batches) * 4);
+    held_key_stride_ = mbs;
+    held_.assign(static_cast<size_t>(devices), {});
+    held_now_.assign(static_cast<size_t>(devices), 0);
+    for (int d = 0; d < plan.dp; ++d) {
+      for (int st = 0; st < plan.pp; ++st) {
+        const double params = StageParams(plan, in_.model, st);
+        const StaticMemory m = StaticBytes(params, in_.train.precision, in_.train.optimizer, plan.zero_stage, plan.dp);
+        for (int t = 0; t < plan.tp; ++t) {
+          const DeviceId dev = plan.DeviceOf(d, st, t);
+          stats_[static_cast<size_t>(dev)].static_bytes = m.total();
+          mem_now_[static_cast<size_t>(dev)] = m.total();
+          stats_[static_cast<size_t>(dev)].memory_peak_bytes = m.total();
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Durations of compute tasks, memory deltas, and communication plans, cached: most tasks
+  // repeat (every micro-batch, every data-parallel replica).
+  absl::Status PrepareCosts() {
+    const Plan& plan = in_.plan;
+    const bool selective = plan.recompute == RecomputeMode::kSelective;
+    std::map<std::tuple<int, int, int, int, float, int>, std::pair<double, std::pair<double, double>>> compute_cache;
+    std::map<std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId>, std::unique_ptr<CommPlan>>& cache = plans_;
+    for (TaskId t = 0; t < n_; ++t) {
+      const Task& task = s_.task(t);
+      const size_t i = static_cast<size_t>(t);
+      switch (task.kind) {
+        case TaskKind::kCompute: {
+          const int spec = in_.cluster.device(task.device).spec_index;
+          const int tp = plan.layer_tp.empty() ? plan.tp : plan.layer_tp[static_cast<size_t>(task.first_layer)];
+          const auto key = std::tuple(spec, task.first_layer, task.end_layer, static_cast<int>(task.phase) * 2 + task.checkpoint,
+                                      task.fraction, tp);
+          auto it = compute_cache.find(key);
+          if (it == compute_cache.end()) {
+            const DeviceSpec& dev = in_.cluster.spec_of(task.device);
+            double time = 0, act = 0, ckpt = 0;
+            const double samples = static_cast<double>(plan.micro_batch) * task.fraction;
+            for (int l = task.first_layer; l < task.end_layer; ++l) {
+              const Layer& layer = in_.model.layers[static_cast<size_t>(l)];
+              LayerWork w{&layer, task.phase, plan.micro_batch, tp, plan.sequence_parallel, in_.train.precision,
+                          task.fraction, selective && task.phase == Phase::kBackward};
+              auto lt = in_.device_model.LayerTime(w, dev);
+              if (!lt.ok()) {
+                return absl::Status(lt.status().code(), absl::StrCat("device model on ", s_.Describe(t), ": ",
+                                                                     lt.status().message()));
+              }
+              time += *lt;
+              act += ActivationBytes(layer, samples, tp, plan.sequence_parallel, selective);
+              ckpt += CheckpointBytes(layer, samples, tp, plan.sequence_parallel);
+            }
+            it = compute_cache.emplace(key, std::pair(time, std::pair(act, ckpt))).first;
+          }
+          duration_[i] = it->second.first;
+          const double act = it->second.second.first, ckpt = it->second.second.second;
+          switch (task.phase) {
+            case Phase::kForward:
+              mem_start_[i] = act;
+              mem_end_[i] = task.checkpoint ? ckpt - act : 0.0;
+              break;
+            case Phase::kRecompute:
+              mem_start_[i] = act;
+              mem_end_[i] = -ckpt;
+              break;
+            case Phase::kBackward:
+              mem_end_[i] = -act;
+              break;
+          }
+          break;
+        }
+        case TaskKind::kKernel: {
+          auto kt = in_.device_model.KernelTime(task.flops, task.kernel_bytes, Precision::kFp32,
+                                                in_.cluster.spec_of(task.device));
+          if (!kt.ok()) {
+            return absl::Status(kt.status().code(), absl::StrCat("device model on ", s_.Describe(t), ": ",
+                                                                 kt.status().message()));
+          }
+          duration_[i] = *kt;
+          break;
+        }
+        case TaskKind::kSend:
+        case TaskKind::kCollective: {
+          if (opt_.free_communication) break;
+          const bool p2p = task.kind == TaskKind::kSend;
+          const auto key = std::tuple(p2p ? -1 : static_cast<int>(task.op), p2p ? -1 : task.group, task.bytes,
+                                      p2p ? task.device : -1, p2p ? task.peer : -1);
+          auto it = cache.find(key);
+          if (it == cache.end()) {
+            auto plan_or = p2p ? in_.collective.PlanTransfer(task.device, task.peer, task.bytes, in_.cluster)
+                               : in_.collective.PlanCollective(task.op, s_.groups()[static_cast<size_t>(task.group)],
+                                                               task.bytes, in_.cluster);
+            if (!plan_or.ok()) {
+              return absl::Status(plan_or.status().code(), absl::StrCat("collective model on ", s_.Describe(t), ": ",
+                                                                        plan_or.status().message()));
+            }
+            it = cache.emplace(key, std::make_unique<CommPlan>(std::move(*plan_or))).first;
+          }
+          comm_[i] = it->second.get();
+          break;
+        }
+        case TaskKind::kRecv:
+          break;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void Arrive(TaskId t) {
+    if (--wait_[static_cast<size_t>(t)] == 0) TryStart(t);
+  }
+
+  void TryStart(TaskId t) {
+    const Task& task = s_.task(t);
+    if (task.kind == TaskKind::kRecv || task.kind == TaskKind::kSend) {
+      const TaskId send = task.kind == TaskKind::kSend ? t : task.match;
+      const TaskId recv = task.kind == TaskKind::kRecv ? t : recv_of_send_[static_cast<size_t>(t)];
+      if (recv < 0 || wait_[static_cast<size_t>(send)] != 0 || wait_[static_cast<size_t>(recv)] != 0) return;
+      if (started_[static_cast<size_t>(send)]) return;
+      MarkStarted(send);
+      MarkStarted(recv);
+      StartComm(send, recv);
+      return;
+    }
+    MarkStarted(t);
+    if (task.kind == TaskKind::kCollective) {
+      StartComm(t, -1);
+      return;
+    }
+    // Compute or kernel.
+    const size_t i = static_cast<size_t>(t);
+    const size_t d = static_cast<size_t>(task.device);
+    Account(task.device);
+    ++computing_[d];
+    mem_now_[d] += mem_start_[i];
+    stats_[d].memory_peak_bytes = std::max(stats_[d].memory_peak_bytes, mem_now_[d]);
+    if (task.kind == TaskKind::kCompute && task.phase == Phase::kForward) Hold(task, +1);
+    Push(now_ + duration_[i], EventKind::kTaskDone, t);
+  }
+
+  void MarkStarted(TaskId t) {
+    started_[static_cast<size_t>(t)] = 1;
+    start_[static_cast<size_t>(t)] = now_;
+  }
+
+  // Micro-batches with activations alive on a device: a (chunk, micro-batch) counts from
+  // its first forward task until its last backward task ends.
+  void Hold(const Task& task, int delta) {
+    const size_t d = static_cast<size_t>(task.device);
+    auto& live = held_[d];
+    const std::int64_t key = static_cast<std::int64_t>(task.chunk) * held_key_stride_ + task.micro_batch;
+    int& count = live[key];
+    const int layers = task.end_layer - task.first_layer;
+    if (delta > 0) {
+      if (count == 0) {
+        ++held_now_[d];
+        stats_[d].max_micro_batches_held = std::max(stats_[d].max_micro_batches_held, held_now_[d]);
+      }
+      count += layers;
+    } else {
+      count -= layers;
+      if (count <= 0) {
+        --held_now_[d];
+        live.erase(key);
+      }
+    }
+  }
+
+  void StartComm(TaskId task, TaskId partner) {
+    for (DeviceId d : Devices(task, partner)) {
+      Account(d);
+      ++communicating_[static_cast<size_t>(d)];
+    }
+    const CommPlan* plan = comm_[static_cast<size_t>(task)];
+    if (plan == nullptr || plan->phases.empty()) {
+      Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
+      if (partner >= 0) pair_of_[task] = partner;
+      return;
+    }
+    Activity a;
+    a.task = task;
+    a.partner = partner;
+    a.plan = plan;
+    acts_.push_back(a);
+    StartPhase(static_cast<std::int32_t>(acts_.size() - 1));
+  }
+
+  std::vector<DeviceId> Devices(TaskId task, TaskId partner) const {
+    std::vector<DeviceId> out = s_.DevicesOf(task);
+    if (partner >= 0) out.push_back(s_.task(partner).device);
+    return out;
+  }
+
+  void StartPhase(std::int32_t a) {
+    Activity& act = acts_[static_cast<size_t>(a)];
+    const CommPhase& ph = act.plan->phases[act.phase];
+    for (const auto& [link, bytes] : ph.link_bytes) link_stats_[static_cast<size_t>(link)].bytes += bytes;
+    if (ph.latency_s > 0) {
+      Push(now_ + ph.latency_s, EventKind::kLatencyDone, a);
+    } else {
+      BeginTransfer(a);
+    }
+  }
+
+  void BeginTransfer(std::int32_t a) {
+    Activity& act = acts_[static_cast<size_t>(a)];
+    const CommPhase& ph = act.plan->phases[act.phase];
+    if (ph.link_bytes.empty()) {
+      EndPhase(a);
+      return;
+    }
+    act.transferring = true;
+    act.remaining = 1.0;
+    act.rate = 0.0;
+    act.updated = now_;
+    for (const auto& [link, bytes] : ph.link_bytes) {
+      const size_t l = static_cast<size_t>(link);
+      if (link_active_[l]++ == 0) link_since_[l] = now_;
+      link_users_[l].push_back(a);
+    }
+    Rerate(ph);
+  }
+
+  // Re-rates every transfer sharing a link with `ph`: each link's bandwidth is split evenly
+  // among its users; a transfer moves at the pace of its most constrained link.
+  void Rerate(const CommPhase& ph) {
+    ++epoch_;
+    if (mark_.size() < acts_.size()) mark_.resize(acts_.size(), 0);
+    const auto& links = in_.cluster.links();
+    for (const auto& [link, bytes] : ph.link_bytes) {
+      for (std::int32_t b : link_users_[static_cast<size_t>(link)]) {
+        if (mark_[static_cast<size_t>(b)] == epoch_) continue;
+        mark_[static_cast<size_t>(b)] = epoch_;
+        Activity& act = acts_[static_cast<size_t>(b)];
+        act.remaining = std::max(0.0, act.remaining - (now_ - act.updated) * act.rate);
+        act.updated = now_;
+        double rate = std::numeric_limits<double>::infinity();
+        for (const auto& [l2, b2] : act.plan->phases[act.phase].link_bytes) {
+          if (b2 <= 0) continue;
+          const double share = links[static_cast<size_t>(l2)].spec.bandwidth_bytes_per_s /
+                               std::max(1, link_active_[static_cast<size_t>(l2)]);
+          rate = std::min(rate, share / b2);
+        }
+        act.rate = rate;
+        ++act.version;
+        const double t = std::isinf(rate) ? now_ : now_ + act.remaining / rate;
+        Push(t, EventKind::kPhaseDone, b, act.version);
+      }
+    }
+  }
+
+  void EndPhase(std::int32_t a) {
+    Activity& act = acts_[static_cast<size_t>(a)];
+    const CommPhase& ph = act.plan->phases[act.phase];
+    if (act.transferring) {
+      act.transferring = false;
+      for (const auto& [link, bytes] : ph.link_bytes) {
+        const size_t l = static_cast<size_t>(link);
+        auto& users = link_users_[l];
+        users.erase(std::find(users.begin(), users.end(), a));
+        if (--link_active_[l] == 0) link_stats_[l].busy_s += now_ - link_since_[l];
+      }
+      ++act.version;
+      Rerate(ph);
+    }
+    ++act.phase;
+    if (act.phase < act.plan->phases.size()) {
+      StartPhase(a);
+      return;
+    }
+    if (act.partner >= 0) pair_of_[act.task] = act.partner;
+    Complete(act.task);
+  }
+
+  void Push(double time, EventKind kind, std::int32_t id, std::uint32_t version = 0) {
+    events_.push(Event{time, seq_++, kind, id, version});
+  }
+
+  // Splits the time since the device's last change into compute / exposed comm / idle.
+  void Account(DeviceId d) {
+    const size_t i = static_cast<size_t>(d);
+    const double dt = now_ - last_change_[i];
+    if (dt > 0) {
+      if (computing_[i] > 0) {
+        stats_[i].compute_s += dt;
+      } else if (communicating_[i] > 0) {
+        stats_[i].exposed_comm_s += dt;
+      } else {
+        stats_[i].idle_s += dt;
+      }
+      if (communicating_[i] > 0) stats_[i].comm_s += dt;
+    }
+    last_change_[i] = now_;
+  }
+
+  void Complete(TaskId t) {
+    TaskId partner = -1;
+    if (auto it = pair_of_.find(t); it != pair_of_.end()) {
+      partner = it->second;
+      pair_of_.erase(it);
+    }
+    const Task& task = s_.task(t);
+    if (task.kind == TaskKind::kCompute || task.kind == TaskKind::kKernel) {
+      const size_t d = static_cast<size_t>(task.device);
+      Account(task.device);
+      --computing_[d];
+      mem_now_[d] += mem_end_[static_cast<size_t>(t)];
+      if (task.kind == TaskKind::kCompute && task.phase == Phase::kBackward) Hold(task, -1);
+    } else {
+      for (DeviceId d : Devices(t, partner)) {
+        Account(d);
+        --communicating_[static_cast<size_t>(d)];
+      }
+    }
+    Finished(t);
+    if (partner >= 0) Finished(partner);
+  }
+
+  void Finished(TaskId t) {
+    end_[static_cast<size_t>(t)] = now_;
+    ++done_;
+    if (opt_.record_timeline) {
+      const Task& task = s_.task(t);
+      for (DeviceId d : s_.DevicesOf(t)) {
+        timeline_.push_back(TimelineEvent{t, d, task.stream, start_[static_cast<size_t>(t)], now_});
+      }
+    }
+    for (std::int32_t k = dep_begin_[static_cast<size_t>(t)]; k < dep_begin_[static_cast<size_t>(t) + 1]; ++k) {
+      Arrive(dependents_[static_cast<size_t>(k)]);
+    }
+    for (std::int32_t k = succ_begin_[static_cast<size_t>(t)]; k < succ_begin_[static_cast<size_t>(t) + 1]; ++k) {
+      Arrive(successors_[static_cast<size_t>(k)]);
+    }
+  }
+
+  absl::Status Deadlock() const {
+    std::vector<std::string> blocked;
+    for (TaskId t = 0; t < n_ && blocked.size() < 6; ++t) {
+      if (!started_[static_cast<size_t>(t)] && wait_[static_cast<size_t>(t)] <= static_cast<std::int32_t>(s_.deps(t).size())) {
+        std::vector<std::string> on;
+        for (TaskId d : s_.deps(t)) {
+          if (end_[static_cast<size_t>(d)] == 0 && !started_[static_cast<size_t>(d)]) on.push_back(absl::StrCat(d));
+        }
+        blocked.push_back(absl::StrCat(s_.Describe(t), on.empty() ? " (waits for its partner)" : absl::StrCat(" (waits for tasks ", absl::StrJoin(on, ","), ")")));
+      }
+    }
+    return absl::FailedPreconditionError(absl::StrCat("the schedule deadlocked in simulation: ", n_ - done_, " of ", n_,
+                                                      " tasks never ran; blocked at the head of their streams:\n  ",
+                                                      absl::StrJoin(blocked, "\n  ")));
+  }
+
+  absl::StatusOr<SimResult> Finish() {
+    SimResult r;
+    r.iteration_time_s = now_;
+    for (DeviceId d = 0; d < s_.num_devices(); ++d) Account(d);
+    r.devices = std::move(stats_);
+    r.links = std::move(link_stats_);
+    r.timeline = std::move(timeline_);
+    r.task_start_s = std::move(start_);
+    r.task_end_s = std::move(end_);
+    r.tasks = n_;
+    return r;
+  }
+
+  const Schedule& s_;
+  const SimInputs& in_;
+  const SimOptions& opt_;
+  TaskId n_ = 0;
+  std::int64_t done_ = 0;
+  double now_ = 0;
+  std::uint64_t seq_ = 0;
+  absl::Status error_;
+  std::priority_queue<Event, std::vector<Event>, Later> events_;
+  std::vector<std::int32_t> wait_;
+  std::vector<char> started_;
+  std::vector<double> start_, end_, duration_, mem_start_, mem_end_;
+  std::vector<const CommPlan*> comm_;
+  std::vector<TaskId> recv_of_send_;
+  std::vector<std::int32_t> dep_begin_, dependents_, succ_begin_, successors_;
+  std::map<std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId>, std::unique_ptr<CommPlan>> plans_;
+  std::map<TaskId, TaskId> pair_of_;
+  std::vector<Activity> acts_;
+  std::vector<std::uint32_t> mark_;
+  std::uint32_t epoch_ = 0;
+  std::vector<int> computing_, communicating_;
+  std::vector<double> last_change_, mem_now_;
+  std::vector<SimDeviceStats> stats_;
+  std::vector<int> link_active_;
+  std::vector<std::vector<std::int32_t>> link_users_;
+  std::vector<double> link_since_;
+  std::vector<SimLinkStats> link_stats_;
+  std::vector<TimelineEvent> timeline_;
+  std::vector<std::map<std::int64_t, int>> held_;
+  std::vector<int> held_now_;
+  std::int64_t held_key_stride_ = 1;
+};
+
+}  // namespace
+
+absl::StatusOr<SimResult> Simulate(const Schedule& schedule, const SimInputs& inputs, const SimOptions& options) {
+  Engine engine(schedule, inputs, options);
+  return engine.Run();
+}
+
+}  // namespace testbed

@@ -1,0 +1,38 @@
+// Helpers shared by the collective algorithms of this plugin: accumulating the bytes each
+// link carries when a set of point-to-point messages moves concurrently.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "testbed/cluster.h"
+#include "testbed/collective.h"
+
+namespace testbed::collectives {
+
+// Settings every algorithm takes: the share of a link's nominal bandwidth a collective
+// reaches, and a software cost per message step on top of the links' latencies.
+struct CommTuning {
+  double efficiency = 1.0;
+  double step_latency_s = 0.0;
+};
+
+class PhaseBuilder {
+ public:
+  PhaseBuilder(const Cluster& cluster, const CommTuning& tuning) : cluster_(cluster), tuning_(tuning) {}
+  // A message of `bytes` from a to b, concurrent with the others of the phase.
+  void Message(DeviceId a, DeviceId b, double bytes);
+  // The phase: `steps` sequential message rounds, each paying the slowest path's latency.
+  [[nodiscard]] CommPhase Build(int steps) const;
+
+ private:
+  const Cluster& cluster_;
+  const CommTuning& tuning_;
+  std::map<LinkId, double> bytes_;
+  double max_latency_ = 0;
+};
+
+// Ranks of `group` by node, in group order: the members of each node.
+[[nodiscard]] std::vector<std::vector<DeviceId>> ByNode(const std::vector<DeviceId>& group, const Cluster& cluster);
+
+}  // namespace testbed::collectives

@@ -1,0 +1,81 @@
+#include "ring.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace testbed::collectives {
+
+absl::Status CheckArgs(const std::vector<DeviceId>& group, std::int64_t bytes, const Cluster& cluster) {
+  if (group.empty()) return absl::InvalidArgumentError("collective over an empty group");
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("negative size ", bytes));
+  for (DeviceId d : group) {
+    if (d < 0 || d >= cluster.num_devices()) {
+      return absl::InvalidArgumentError(absl::StrCat("device ", d, " is not in cluster '", cluster.name(), "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+CommPlan RingPlan(CollectiveOp op, const std::vector<DeviceId>& group, double bytes, const Cluster& cluster,
+                  const CommTuning& tuning) {
+  CommPlan plan;
+  plan.algorithm = "ring";
+  const int n = static_cast<int>(group.size());
+  if (n < 2 || bytes <= 0) return plan;
+  auto ring_phase = [&](double per_hop, int steps, bool chain) {
+    PhaseBuilder b(cluster, tuning);
+    for (int i = 0; i < n - (chain ? 1 : 0); ++i) {
+      b.Message(group[static_cast<size_t>(i)], group[static_cast<size_t>((i + 1) % n)], per_hop);
+    }
+    return b.Build(steps);
+  };
+  const double chunk = bytes / n;
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+      plan.phases.push_back(ring_phase(chunk * (n - 1), n - 1, false));  // reduce-scatter
+      plan.phases.push_back(ring_phase(chunk * (n - 1), n - 1, false));  // all-gather
+      break;
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter:
+      plan.phases.push_back(ring_phase(chunk * (n - 1), n - 1, false));
+      break;
+    case CollectiveOp::kBroadcast:
+    case CollectiveOp::kReduce:
+      // Pipelined chain: every hop carries the whole buffer; the pipeline fills in n-1 steps.
+      plan.phases.push_back(ring_phase(bytes, n - 1, true));
+      break;
+    case CollectiveOp::kAllToAll: {
+      PhaseBuilder b(cluster, tuning);
+      for (DeviceId a : group) {
+        for (DeviceId c : group) b.Message(a, c, chunk);
+      }
+      plan.algorithm = "direct";
+      plan.phases.push_back(b.Build(1));
+      break;
+    }
+  }
+  return plan;
+}
+
+CommPlan TransferPlan(DeviceId src, DeviceId dst, double bytes, const Cluster& cluster, const CommTuning& tuning) {
+  CommPlan plan;
+  plan.algorithm = "p2p";
+  if (src == dst || bytes <= 0) return plan;
+  PhaseBuilder b(cluster, tuning);
+  b.Message(src, dst, bytes);
+  plan.phases.push_back(b.Build(1));
+  return plan;
+}
+
+absl::StatusOr<CommPlan> Ring::PlanCollective(CollectiveOp op, const std::vector<DeviceId>& group, std::int64_t bytes,
+                                              const Cluster& cluster) const {
+  if (auto s = CheckArgs(group, bytes, cluster); !s.ok()) return s;
+  return RingPlan(op, group, static_cast<double>(bytes), cluster, tuning_);
+}
+
+absl::StatusOr<CommPlan> Ring::PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
+                                            const Cluster& cluster) const {
+  if (auto s = CheckArgs({src, dst}, bytes, cluster); !s.ok()) return s;
+  return TransferPlan(src, dst, static_cast<double>(bytes), cluster, tuning_);
+}
+
+}  // namespace testbed::collectives

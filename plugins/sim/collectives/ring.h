@@ -1,0 +1,30 @@
+// Ring algorithms (NCCL's default for large messages): n members pass chunks of bytes / n
+// around the ring. All-reduce = reduce-scatter then all-gather, 2(n-1) steps, each member
+// sending 2(n-1)/n of the buffer: time 2(n-1)/n * S/B + 2(n-1) * alpha on uniform links.
+#pragma once
+
+#include "link_loads.h"
+
+namespace testbed::collectives {
+
+class Ring final : public Collective {
+ public:
+  explicit Ring(CommTuning tuning) : tuning_(tuning) {}
+  [[nodiscard]] absl::StatusOr<CommPlan> PlanCollective(CollectiveOp op, const std::vector<DeviceId>& group,
+                                                        std::int64_t bytes, const Cluster& cluster) const override;
+  [[nodiscard]] absl::StatusOr<CommPlan> PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
+                                                      const Cluster& cluster) const override;
+
+ private:
+  CommTuning tuning_;
+};
+
+// Checks members and size; shared by all algorithms of this plugin.
+[[nodiscard]] absl::Status CheckArgs(const std::vector<DeviceId>& group, std::int64_t bytes, const Cluster& cluster);
+// Plans on rings and direct exchanges, for any op; used by the other algorithms too.
+[[nodiscard]] CommPlan RingPlan(CollectiveOp op, const std::vector<DeviceId>& group, double bytes,
+                                const Cluster& cluster, const CommTuning& tuning);
+[[nodiscard]] CommPlan TransferPlan(DeviceId src, DeviceId dst, double bytes, const Cluster& cluster,
+                                    const CommTuning& tuning);
+
+}  // namespace testbed::collectives
