@@ -1,0 +1,155 @@
+// Collective algorithms against closed forms on uniform links, simulated as tasks: ring
+// all-reduce of S bytes over n devices at bandwidth B and latency alpha takes
+// 2(n-1)/n * S/B + 2(n-1) alpha; transfers sharing a link share its bandwidth.
+#include <gtest/gtest.h>
+
+#include "hierarchical.h"
+#include "ring.h"
+#include "sim/simulator.h"
+#include "sim_fixtures.h"
+#include "tree.h"
+
+namespace testbed::testing {
+namespace {
+
+constexpr double kBw = 10e9, kLinkLat = 1e-6, kAlpha = 2 * kLinkLat;
+
+SimResult SimulateSchedule(const Schedule& s, const Cluster& cluster, const Collective& coll) {
+  const ModelGraph model = Gpt(1);
+  Plan plan;
+  plan.device_map = {0};
+  plan.stages = {StageSpec{0, static_cast<int>(model.layers.size()), 0}};
+  TrainSettings train;
+  ConstantDeviceModel dm(0);
+  SimInputs in{model, cluster, plan, train, dm, coll};
+  auto r = Simulate(s, in, SimOptions{});
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+double CollectiveTime(CollectiveOp op, int n, double bytes, const Collective& coll) {
+  const Cluster cluster = StarCluster(n, kBw, kLinkLat);
+  Schedule s(n);
+  std::vector<DeviceId> group;
+  for (int i = 0; i < n; ++i) group.push_back(i);
+  Task t;
+  t.kind = TaskKind::kCollective;
+  t.op = op;
+  t.group = s.Group(group);
+  t.bytes = static_cast<std::int64_t>(bytes);
+  s.Add(t);
+  return SimulateSchedule(s, cluster, coll).iteration_time_s;
+}
+
+TEST(CollectiveClosedForm, RingAllReduce) {
+  collectives::Ring ring(collectives::CommTuning{});
+  for (int n : {2, 3, 4, 8, 16}) {
+    for (double S : {1e3, 1e6, 256e6}) {
+      const double expected = 2.0 * (n - 1) / n * S / kBw + 2.0 * (n - 1) * kAlpha;
+      EXPECT_NEAR(CollectiveTime(CollectiveOp::kAllReduce, n, S, ring), expected, expected * 1e-9)
+          << "n=" << n << " S=" << S;
+    }
+  }
+}
+
+TEST(CollectiveClosedForm, RingAllGatherAndReduceScatterAreHalfAnAllReduce) {
+  collectives::Ring ring(collectives::CommTuning{});
+  const int n = 8;
+  const double S = 64e6;
+  const double half = (n - 1.0) / n * S / kBw + (n - 1) * kAlpha;
+  EXPECT_NEAR(CollectiveTime(CollectiveOp::kAllGather, n, S, ring), half, half * 1e-9);
+  EXPECT_NEAR(CollectiveTime(CollectiveOp::kReduceScatter, n, S, ring), half, half * 1e-9);
+}
+
+TEST(CollectiveClosedForm, EfficiencyScalesTheBandwidthTerm) {
+  collectives::Ring ring(collectives::CommTuning{0.5, 0.0});
+  const int n = 4;
+  const double S = 100e6;
+  const double expected = 2.0 * (n - 1) / n * S / (0.5 * kBw) + 2.0 * (n - 1) * kAlpha;
+  EXPECT_NEAR(CollectiveTime(CollectiveOp::kAllReduce, n, S, ring), expected, expected * 1e-9);
+}
+
+TEST(CollectiveClosedForm, TreeBeatsRingForSmallMessagesOnManyRanks) {
+  collectives::Ring ring(collectives::CommTuning{});
+  collectives::Tree tree(collectives::CommTuning{});
+  EXPECT_LT(CollectiveTime(CollectiveOp::kAllReduce, 16, 1e3, tree),
+            CollectiveTime(CollectiveOp::kAllReduce, 16, 1e3, ring));
+}
+
+TEST(CollectiveClosedForm, HierarchicalAllReduceSendsAShardOverTheNetwork) {
+  // 4 nodes x 4 devices; NICs 10x slower than the links inside a node. The hierarchical
+  // algorithm moves 1/4 of the buffer over the network, a flat ring the whole ring share.
+  NodeType type;
+  type.name = "box";
+  type.devices = 4;
+  type.device.name = "gpu";
+  type.device.peak_flops[Precision::kFp32] = 1e12;
+  type.device.memory_bytes = 1 << 30;
+  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  type.hubs = {"switch"};
+  type.nics = {"nic0"};
+  const LinkSpec fast{"fast", LinkKind::kNvlink, 100e9, 0};
+  for (int i = 0; i < 4; ++i) type.links.push_back({"gpu" + std::to_string(i), "switch", fast});
+  type.links.push_back({"nic0", "switch", fast});
+  type.nic_link = LinkSpec{"slow", LinkKind::kInfiniband, 10e9, 0};
+  const Cluster cluster = *Cluster::Build("boxes", {NodeGroup{type, 4}});
+  std::vector<DeviceId> all;
+  for (int i = 0; i < 16; ++i) all.push_back(i);
+  collectives::Ring ring(collectives::CommTuning{});
+  collectives::Hierarchical hier(collectives::CommTuning{}, false);
+  const double S = 160e6;
+  auto time = [&](const Collective& c) {
+    Schedule s(16);
+    Task t;
+    t.kind = TaskKind::kCollective;
+    t.group = s.Group(all);
+    t.bytes = static_cast<std::int64_t>(S);
+    s.Add(t);
+    return SimulateSchedule(s, cluster, c).iteration_time_s;
+  };
+  // Flat ring: each NIC carries one ring hop each way: 2 * 15/16 * S over 10 GB/s.
+  EXPECT_NEAR(time(ring), 2.0 * 15 / 16 * S / 10e9, 1e-6);
+  // Hierarchical: all 4 rails cross each NIC; each rail all-reduces S/4 over 4 nodes:
+  // per NIC 4 * 2 * 3/4 * S/4 bytes at 10 GB/s, plus the intra-node phases on 100 GB/s links.
+  const double inter = 4 * 2 * 0.75 * (S / 4) / 10e9;
+  const double intra = 2 * 0.75 * S / 100e9;
+  EXPECT_NEAR(time(hier), inter + intra, 1e-6);
+  EXPECT_LT(time(hier), time(ring));
+}
+
+TEST(CollectiveClosedForm, TransfersSharingALinkShareItsBandwidth) {
+  const Cluster cluster = StarCluster(3, kBw, kLinkLat);
+  collectives::Ring ring(collectives::CommTuning{});
+  const double S = 50e6;
+  auto transfers = [&](int count) {
+    Schedule s(3);
+    for (int k = 0; k < count; ++k) {
+      Task send;
+      send.kind = TaskKind::kSend;
+      send.stream = static_cast<std::uint8_t>(k);
+      send.device = k;  // devices 0 and 1 both send to device 2
+      send.peer = 2;
+      send.bytes = static_cast<std::int64_t>(S);
+      const TaskId sid = s.Add(send);
+      Task recv = send;
+      recv.kind = TaskKind::kRecv;
+      recv.device = 2;
+      recv.peer = k;
+      recv.match = sid;
+      s.Add(recv);
+    }
+    return SimulateSchedule(s, cluster, ring);
+  };
+  const double alone = transfers(1).iteration_time_s;
+  EXPECT_NEAR(alone, S / kBw + kAlpha, 1e-12);
+  const SimResult both = transfers(2);
+  // The switch-to-device-2 link carries both: each gets half of it.
+  EXPECT_NEAR(both.iteration_time_s, 2 * S / kBw + kAlpha, 1e-12);
+  // Link accounting: that link moved 2S and was busy the whole transfer time.
+  double max_bytes = 0;
+  for (const SimLinkStats& l : both.links) max_bytes = std::max(max_bytes, l.bytes);
+  EXPECT_DOUBLE_EQ(max_bytes, 2 * S);
+}
+
+}  // namespace
+}  // namespace testbed::testing

@@ -1,0 +1,151 @@
+// Pipeline schedules against their closed forms (equal stage times, free communication):
+// 1F1B and GPipe take (m + p - 1)(f + b) with bubble (p - 1)/(m + p - 1); interleaving over
+// v chunks divides the bubble time by v; a 1F1B stage s holds p - s micro-batches at once,
+// a GPipe stage all m.
+#include <gtest/gtest.h>
+
+#include "ring.h"
+#include "sim/simulator.h"
+#include "sim_fixtures.h"
+#include "testbed/pipeline_program.h"
+
+namespace testbed::testing {
+namespace {
+
+constexpr double kLayer = 1e-3;  // forward time of one attention or MLP layer
+
+struct Outcome {
+  SimResult result;
+  Plan plan;
+};
+
+Outcome SimulateProgram(const ModelGraph& model, const Plan& plan, const PipelineProgram& program, const Cluster& cluster,
+            bool free_comm = true, ExpandOptions expand = {}) {
+  TrainSettings train;
+  ConstantDeviceModel dm(kLayer);
+  collectives::Ring ring(collectives::CommTuning{});
+  SchedulingContext ctx{model, cluster, plan, train, dm};
+  expand.optimizer_step = true;
+  auto schedule = ExpandPipeline(ctx, program, expand);
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  EXPECT_TRUE(schedule->Check().ok()) << schedule->Check();
+  SimOptions opt;
+  opt.free_communication = free_comm;
+  SimInputs in{model, cluster, plan, train, dm, ring};
+  auto r = Simulate(*schedule, in, opt);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return {*r, plan};
+}
+
+double Bubble(const SimResult& r, int devices) {
+  double idle = 0;
+  for (int d = 0; d < devices; ++d) idle += r.devices[static_cast<size_t>(d)].idle_s;
+  return idle / devices / r.iteration_time_s;
+}
+
+TEST(PipelineClosedForm, OneFOneBTakesMPlusPMinusOneSlots) {
+  for (auto [p, m] : {std::pair{4, 8}, {2, 2}, {8, 16}, {4, 4}, {3, 10}}) {
+    const ModelGraph model = Gpt(2 * p);
+    const Plan plan = UniformPlan(model, 1, p, 1, 1, m);
+    const Cluster cluster = StarCluster(p, 1e10, 1e-6);
+    const double f = 2 * 2 * kLayer, b = 2 * f;  // two blocks of two layers per stage
+    const Outcome o = SimulateProgram(model, plan, OneFOneBProgram(p, m), cluster);
+    EXPECT_NEAR(o.result.iteration_time_s, (m + p - 1) * (f + b), 1e-12) << "p=" << p << " m=" << m;
+    EXPECT_NEAR(Bubble(o.result, p), static_cast<double>(p - 1) / (m + p - 1), 1e-9);
+  }
+}
+
+TEST(PipelineClosedForm, GPipeTakesTheSameTimeAndHoldsEveryMicroBatch) {
+  const int p = 4, m = 6;
+  const ModelGraph model = Gpt(2 * p);
+  const Plan plan = UniformPlan(model, 1, p, 1, 1, m);
+  const Cluster cluster = StarCluster(p, 1e10, 1e-6);
+  const double f = 4 * kLayer, b = 2 * f;
+  const Outcome o = SimulateProgram(model, plan, GPipeProgram(p, m), cluster);
+  EXPECT_NEAR(o.result.iteration_time_s, (m + p - 1) * (f + b), 1e-12);
+  for (int s = 0; s < p; ++s) EXPECT_EQ(o.result.devices[static_cast<size_t>(s)].max_micro_batches_held, m);
+}
+
+TEST(PipelineClosedForm, OneFOneBStageHoldsPMinusSMicroBatches) {
+  const int p = 6, m = 12;
+  const ModelGraph model = Gpt(p);
+  const Plan plan = UniformPlan(model, 1, p, 1, 1, m);
+  const Outcome o = SimulateProgram(model, plan, OneFOneBProgram(p, m), StarCluster(p, 1e10, 1e-6));
+  for (int s = 0; s < p; ++s) {
+    EXPECT_EQ(o.result.devices[static_cast<size_t>(s)].max_micro_batches_held, p - s) << "stage " << s;
+  }
+}
+
+TEST(PipelineClosedForm, InterleavingDividesTheBubbleByV) {
+  const int p = 4, m = 8;
+  for (int v : {2, 4}) {
+    const ModelGraph model = Gpt(2 * p * v);
+    const Plan plan = UniformPlan(model, 1, p, 1, v, m);
+    const double f = v * 2 * 2 * kLayer, b = 2 * f;  // per stage, all chunks
+    auto program = InterleavedProgram(p, v, m);
+    ASSERT_TRUE(program.ok()) << program.status();
+    const Outcome o = SimulateProgram(model, plan, *program, StarCluster(p, 1e10, 1e-6));
+    // Narayanan et al. 2021: bubble time (p - 1)(f + b) / v.
+    EXPECT_NEAR(o.result.iteration_time_s, m * (f + b) + (p - 1) * (f + b) / v, 1e-12) << "v=" << v;
+  }
+}
+
+TEST(PipelineClosedForm, DataParallelReplicasRunInLockStepWhenCommunicationIsFree) {
+  const int p = 2, m = 4, dp = 3;
+  const ModelGraph model = Gpt(4);
+  const Plan plan = UniformPlan(model, 1, p, dp, 1, m);
+  const double f = 4 * kLayer, b = 2 * f;
+  const Outcome o = SimulateProgram(model, plan, OneFOneBProgram(p, m), StarCluster(p * dp, 1e10, 1e-6));
+  EXPECT_NEAR(o.result.iteration_time_s, (m + p - 1) * (f + b), 1e-12);
+}
+
+TEST(PipelineClosedForm, BlockingTensorParallelCommunicationAddsUpOnTheCriticalPath) {
+  // One stage, one micro-batch, TP 2: forward and backward each all-reduce after every
+  // attention and MLP layer, all on the compute stream; plus the embedding's forward
+  // all-reduce and the head's backward one.
+  const ModelGraph model = Gpt(2, 1024, 512);
+  const Plan plan = UniformPlan(model, 2, 1, 1, 1, 1);
+  const double bw = 5e9, lat = 1e-6;
+  const Cluster cluster = StarCluster(2, bw, lat);
+  const Outcome free = SimulateProgram(model, plan, OneFOneBProgram(1, 1), cluster, true);
+  const Outcome paid = SimulateProgram(model, plan, OneFOneBProgram(1, 1), cluster, false);
+  collectives::Ring ring(collectives::CommTuning{});
+  double comm = 0;
+  for (const Layer& l : model.layers) {
+    for (std::int64_t bytes : {l.tp_fwd_allreduce_bytes_per_sample, l.tp_bwd_allreduce_bytes_per_sample}) {
+      if (bytes == 0) continue;
+      // n = 2: 2(n-1)/n * S/B + 2(n-1) * alpha with alpha = two link latencies.
+      comm += bytes / bw + 2 * (2 * lat);
+    }
+  }
+  EXPECT_NEAR(paid.result.iteration_time_s - free.result.iteration_time_s, comm, 1e-9);
+}
+
+TEST(PipelineClosedForm, SubPipelinedTensorParallelismHidesCommunication) {
+  const ModelGraph model = Gpt(4, 1024, 1024);
+  const Plan plan = UniformPlan(model, 2, 1, 1, 1, 1);
+  const Cluster cluster = StarCluster(2, 5e9, 1e-6);
+  ExpandOptions blocking;
+  ExpandOptions overlapped;
+  overlapped.tp_chunks = 2;
+  overlapped.tp_overlap = true;
+  const Outcome a = SimulateProgram(model, plan, OneFOneBProgram(1, 1), cluster, false, blocking);
+  const Outcome c = SimulateProgram(model, plan, OneFOneBProgram(1, 1), cluster, false, overlapped);
+  EXPECT_LT(c.result.iteration_time_s, a.result.iteration_time_s);
+  EXPECT_LT(c.result.devices[0].exposed_comm_s, a.result.devices[0].exposed_comm_s);
+  // Compute is the same work either way.
+  EXPECT_NEAR(c.result.devices[0].compute_s, a.result.devices[0].compute_s, 1e-12);
+}
+
+TEST(PipelineClosedForm, SimulationIsDeterministic) {
+  const ModelGraph model = Gpt(8);
+  const Plan plan = UniformPlan(model, 2, 2, 2, 1, 4);
+  const Cluster cluster = StarCluster(8, 2e9, 2e-6);
+  const Outcome a = SimulateProgram(model, plan, OneFOneBProgram(2, 4), cluster, false);
+  const Outcome b = SimulateProgram(model, plan, OneFOneBProgram(2, 4), cluster, false);
+  EXPECT_EQ(a.result.task_start_s, b.result.task_start_s);
+  EXPECT_EQ(a.result.task_end_s, b.result.task_end_s);
+}
+
+}  // namespace
+}  // namespace testbed::testing

@@ -1,0 +1,65 @@
+#include "sim_fixtures.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace testbed::testing {
+
+absl::StatusOr<double> ConstantDeviceModel::LayerTime(const LayerWork& w, const DeviceSpec&) const {
+  if (w.layer->kind != LayerKind::kAttention && w.layer->kind != LayerKind::kMlp) return 0.0;
+  const double t = fwd_ * w.fraction;
+  return w.phase == Phase::kBackward ? 2 * t : t;
+}
+
+Cluster StarCluster(int devices, double bandwidth, double link_latency_s, double memory_gib, int nodes) {
+  NodeType type;
+  type.name = "star";
+  type.devices = devices;
+  type.device.name = "test-gpu";
+  type.device.peak_flops[Precision::kFp16] = 100e12;
+  type.device.peak_flops[Precision::kFp32] = 50e12;
+  type.device.memory_bytes = static_cast<std::int64_t>(memory_gib * 1073741824.0);
+  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  type.hubs = {"switch"};
+  LinkSpec link{"uniform", LinkKind::kOther, bandwidth, link_latency_s};
+  for (int i = 0; i < devices; ++i) type.links.push_back({absl::StrCat("gpu", i), "switch", link});
+  if (nodes > 1) {
+    type.nics = {"nic0"};
+    type.links.push_back({"nic0", "switch", link});
+    type.nic_link = link;
+  }
+  return *Cluster::Build("star", {NodeGroup{type, nodes}});
+}
+
+ModelGraph Gpt(int blocks, int hidden, int seq) {
+  ModelShape s;
+  s.name = "test-gpt";
+  s.layers = blocks;
+  s.hidden = hidden;
+  s.heads = hidden / 64;
+  s.seq_len = seq;
+  s.vocab = 1024;
+  return *BuildModelGraph(s);
+}
+
+Plan UniformPlan(const ModelGraph& model, int tp, int pp, int dp, int chunks, int micro_batches, int micro_batch) {
+  Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.virtual_stages = chunks;
+  p.micro_batch = micro_batch;
+  p.micro_batches = micro_batches;
+  const int parts = pp * chunks;
+  const int blocks = model.NumBlocks();
+  p.stages = UniformStages(blocks, parts);
+  // Block b is layers 1 + 2b and 2 + 2b; the embedding (0) and head (last) attach to the ends.
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const int fb = p.stages[i].first_layer, eb = p.stages[i].end_layer;
+    p.stages[i].first_layer = i == 0 ? 0 : 1 + 2 * fb;
+    p.stages[i].end_layer = i + 1 == p.stages.size() ? static_cast<int>(model.layers.size()) : 1 + 2 * eb;
+  }
+  p.device_map = DefaultDeviceMap(tp, pp, dp);
+  return p;
+}
+
+}  // namespace testbed::testing
