@@ -204,41 +204,43 @@ class Expander {
     if (tp_ > 1) {
       for (int l = a; l < b; ++l) any_comm = any_comm || comm_bytes(model_.layers[static_cast<size_t>(l)]) > 0;
     }
+    // Tensor-parallel ranks run the same layers in lock-step: one gang task on the TP group
+    // (each member computes its shard) instead of one task per rank.
+    const std::int32_t group = tp_ > 1 ? TpGroup(d, s) : -1;
+    auto compute = [&](int first, int end, float fraction, const std::vector<TaskId>& deps) {
+      Task task = base;
+      task.device = tp_ > 1 ? -1 : Dev(d, s, 0);
+      task.group = group;
+      task.first_layer = first;
+      task.end_layer = end;
+      task.fraction = fraction;
+      return sched_.Add(task, deps);
+    };
+    auto all_deps = [&](const PerRank& per_rank) {
+      std::vector<TaskId> out;
+      for (const auto& v : per_rank) out.insert(out.end(), v.begin(), v.end());
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+      return out;
+    };
+    auto record_bwd = [&](int l, TaskId id) {
+      if (!backward) return;
+      for (int t = 0; t < tp_; ++t) last_bwd_[static_cast<size_t>(Slot(d, s, t))][static_cast<size_t>(l)] = id;
+    };
     if (!any_comm) {
-      // One task per rank for the whole range.
-      for (int t = 0; t < tp_; ++t) {
-        Task task = base;
-        task.device = Dev(d, s, t);
-        task.first_layer = a;
-        task.end_layer = b;
-        task.fraction = frac;
-        const TaskId id = sched_.Add(task, last[static_cast<size_t>(t)]);
-        last[static_cast<size_t>(t)] = {id};
-        if (backward) {
-          for (int l = a; l < b; ++l) last_bwd_[static_cast<size_t>(Slot(d, s, t))][static_cast<size_t>(l)] = id;
-        }
-      }
-      return last;
+      const TaskId id = compute(a, b, frac, all_deps(last));
+      for (int l = a; l < b; ++l) record_bwd(l, id);
+      return PerRank(static_cast<size_t>(tp_), std::vector<TaskId>{id});
     }
     const int k = opt_.tp_chunks;
-    const std::int32_t group = TpGroup(d, s);
-    std::vector<PerRank> chunk_deps(static_cast<size_t>(k), last);
+    std::vector<std::vector<TaskId>> chunk_deps(static_cast<size_t>(k), all_deps(last));
     for (int step = 0; step < b - a; ++step) {
       const int l = backward ? b - 1 - step : a + step;
       const Layer& layer = model_.layers[static_cast<size_t>(l)];
       for (int i = 0; i < k; ++i) {
-        std::vector<TaskId> computed;
-        for (int t = 0; t < tp_; ++t) {
-          Task task = base;
-          task.device = Dev(d, s, t);
-          task.first_layer = l;
-          task.end_layer = l + 1;
-          task.fraction = frac / static_cast<float>(k);
-          const TaskId id = sched_.Add(task, chunk_deps[static_cast<size_t>(i)][static_cast<size_t>(t)]);
-          computed.push_back(id);
-          chunk_deps[static_cast<size_t>(i)][static_cast<size_t>(t)] = {id};
-          if (backward) last_bwd_[static_cast<size_t>(Slot(d, s, t))][static_cast<size_t>(l)] = id;
-        }
+        const TaskId id = compute(l, l + 1, frac / static_cast<float>(k), chunk_deps[static_cast<size_t>(i)]);
+        chunk_deps[static_cast<size_t>(i)] = {id};
+        record_bwd(l, id);
         const std::int64_t per_sample = comm_bytes(layer);
         if (per_sample > 0) {
           Task coll;
@@ -254,21 +256,15 @@ class Expander {
           coll.end_layer = l + 1;
           coll.fraction = frac / static_cast<float>(k);
           coll.bytes = static_cast<std::int64_t>(static_cast<double>(per_sample) * Samples(mb) / k);
-          const TaskId id = sched_.Add(coll, computed);
-          for (int t = 0; t < tp_; ++t) {
-            chunk_deps[static_cast<size_t>(i)][static_cast<size_t>(t)] = {id};
-            if (backward) last_bwd_[static_cast<size_t>(Slot(d, s, t))][static_cast<size_t>(l)] = id;
-          }
+          const TaskId cid = sched_.Add(coll, {id});
+          chunk_deps[static_cast<size_t>(i)] = {cid};
+          record_bwd(l, cid);
         }
       }
     }
-    for (int t = 0; t < tp_; ++t) {
-      last[static_cast<size_t>(t)].clear();
-      for (int i = 0; i < k; ++i) {
-        for (TaskId id : chunk_deps[static_cast<size_t>(i)][static_cast<size_t>(t)]) last[static_cast<size_t>(t)].push_back(id);
-      }
-    }
-    return last;
+    std::vector<TaskId> final_tasks;
+    for (const auto& v : chunk_deps) final_tasks.insert(final_tasks.end(), v.begin(), v.end());
+    return PerRank(static_cast<size_t>(tp_), final_tasks);
   }
 
   // Activation (forward) or gradient (backward) crossing into global chunk `g` for (d, t, mb).

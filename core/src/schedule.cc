@@ -23,9 +23,11 @@ const char* CollectiveOpName(CollectiveOp op) noexcept {
 }
 
 TaskId Schedule::Add(const Task& task, const std::vector<TaskId>& deps) {
+  Compact();
   const TaskId id = static_cast<TaskId>(tasks_.size());
   tasks_.push_back(task);
-  deps_.push_back(deps);
+  deps_.insert(deps_.end(), deps.begin(), deps.end());
+  dep_begin_.push_back(static_cast<std::int64_t>(deps_.size()));
   auto append = [&](DeviceId d) {
     if (d < 0) return;
     if (static_cast<size_t>(d) >= order_.size()) order_.resize(static_cast<size_t>(d) + 1);
@@ -33,7 +35,7 @@ TaskId Schedule::Add(const Task& task, const std::vector<TaskId>& deps) {
     if (streams.size() <= task.stream) streams.resize(static_cast<size_t>(task.stream) + 1);
     streams[task.stream].push_back(id);
   };
-  if (task.kind == TaskKind::kCollective) {
+  if (task.device < 0) {
     if (task.group >= 0 && static_cast<size_t>(task.group) < groups_.size()) {
       for (DeviceId d : groups_[static_cast<size_t>(task.group)]) append(d);
     }
@@ -43,7 +45,29 @@ TaskId Schedule::Add(const Task& task, const std::vector<TaskId>& deps) {
   return id;
 }
 
-void Schedule::AddDep(TaskId task, TaskId on) { deps_[static_cast<size_t>(task)].push_back(on); }
+void Schedule::AddDep(TaskId task, TaskId on) { extra_deps_.emplace_back(task, on); }
+
+void Schedule::Compact() const {
+  if (extra_deps_.empty()) return;
+  std::vector<std::vector<TaskId>> added(tasks_.size());
+  for (const auto& [task, on] : extra_deps_) added[static_cast<size_t>(task)].push_back(on);
+  extra_deps_.clear();
+  std::vector<TaskId> flat;
+  std::vector<std::int64_t> begin = {0};
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    flat.insert(flat.end(), deps_.begin() + dep_begin_[i], deps_.begin() + dep_begin_[i + 1]);
+    flat.insert(flat.end(), added[i].begin(), added[i].end());
+    begin.push_back(static_cast<std::int64_t>(flat.size()));
+  }
+  deps_ = std::move(flat);
+  dep_begin_ = std::move(begin);
+}
+
+std::span<const TaskId> Schedule::deps(TaskId id) const {
+  Compact();
+  const size_t i = static_cast<size_t>(id);
+  return {deps_.data() + dep_begin_[i], static_cast<size_t>(dep_begin_[i + 1] - dep_begin_[i])};
+}
 
 std::int32_t Schedule::Group(const std::vector<DeviceId>& members) {
   // Groups are few (one per TP/DP/PP group); a linear scan from the back finds repeats fast
@@ -63,13 +87,13 @@ const std::vector<TaskId>& Schedule::Order(DeviceId device, int stream) const {
   return streams[static_cast<size_t>(stream)];
 }
 
-std::vector<DeviceId> Schedule::DevicesOf(TaskId id) const {
+std::span<const DeviceId> Schedule::DevicesOf(TaskId id) const {
   const Task& t = task(id);
-  if (t.kind == TaskKind::kCollective) {
+  if (t.device < 0) {
     if (t.group >= 0 && static_cast<size_t>(t.group) < groups_.size()) return groups_[static_cast<size_t>(t.group)];
     return {};
   }
-  return {t.device};
+  return {&t.device, 1};
 }
 
 std::string Schedule::Describe(TaskId id) const {
@@ -78,10 +102,17 @@ std::string Schedule::Describe(TaskId id) const {
   const std::string where = absl::StrFormat("mb%d stage%d.%d", t.micro_batch, t.stage, t.chunk);
   const char* what = t.phase == Phase::kForward ? "activation" : "gradient";
   switch (t.kind) {
-    case TaskKind::kCompute:
-      return absl::StrFormat("task %d: %s%s %s layers [%d,%d)%s on device %d", id, PhaseName(t.phase),
+    case TaskKind::kCompute: {
+      std::string on = absl::StrCat("device ", t.device);
+      if (t.device < 0 && t.group >= 0 && static_cast<size_t>(t.group) < groups_.size()) {
+        const auto& g = groups_[static_cast<size_t>(t.group)];
+        on = absl::StrCat("devices {", g.size() <= 8 ? absl::StrJoin(g, ",") : absl::StrCat(g.front(), ",...,", g.back()),
+                          "}");
+      }
+      return absl::StrFormat("task %d: %s%s %s layers [%d,%d)%s on %s", id, PhaseName(t.phase),
                              t.checkpoint ? " (checkpointed)" : "", where, t.first_layer, t.end_layer,
-                             t.fraction < 1.0f ? absl::StrFormat(" x%.3g", t.fraction) : "", t.device);
+                             t.fraction < 1.0f ? absl::StrFormat(" x%.3g", t.fraction) : "", on);
+    }
     case TaskKind::kKernel:
       return absl::StrFormat("task %d: kernel (%.3g GFLOP, %.3g GB) on device %d", id, t.flops / 1e9,
                              t.kernel_bytes / 1e9, t.device);
@@ -111,10 +142,10 @@ absl::Status Schedule::Check() const {
   std::vector<int> received(static_cast<size_t>(n), 0);
   for (TaskId i = 0; i < n; ++i) {
     const Task& t = tasks_[static_cast<size_t>(i)];
-    for (TaskId d : deps_[static_cast<size_t>(i)]) {
+    for (TaskId d : deps(i)) {
       if (d < 0 || d >= n || d == i) problem(absl::StrCat(Describe(i), " depends on invalid task ", d));
     }
-    if (t.kind == TaskKind::kCollective) {
+    if (t.kind == TaskKind::kCollective || (t.kind == TaskKind::kCompute && t.device < 0)) {
       if (t.group < 0 || static_cast<size_t>(t.group) >= groups_.size() || groups_[static_cast<size_t>(t.group)].empty()) {
         problem(absl::StrCat(Describe(i), " has no group"));
       }
@@ -159,7 +190,7 @@ absl::Status Schedule::Check() const {
     ++indeg[static_cast<size_t>(b)];
   };
   for (TaskId i = 0; i < n; ++i) {
-    for (TaskId d : deps_[static_cast<size_t>(i)]) edge(d, i);
+    for (TaskId d : deps(i)) edge(d, i);
   }
   for (const auto& streams : order_) {
     for (const auto& list : streams) {

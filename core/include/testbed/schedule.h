@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,9 +52,11 @@ struct Task {
   Phase phase = Phase::kForward;  // compute; for send/recv: activation (forward) or gradient (backward)
   CollectiveOp op = CollectiveOp::kAllReduce;
   bool checkpoint = false;        // forward that keeps only its input (a recompute task follows)
-  DeviceId device = -1;           // compute, kernel, send, recv; -1 for collectives
+  DeviceId device = -1;           // compute, kernel, send, recv; -1 when the task runs on a group
   DeviceId peer = -1;             // send: destination; recv: source
-  std::int32_t group = -1;        // collective: index into Schedule::groups()
+  // Collective: its members. Compute with device -1: a tensor-parallel gang, the same layers
+  // run by every member in lock-step (each on its shard), occupying each member's stream.
+  std::int32_t group = -1;
   TaskId match = -1;              // recv: its send
   std::int32_t stage = -1;        // pipeline stage, model chunk and micro-batch it belongs to
   std::int32_t chunk = 0;
@@ -85,12 +88,12 @@ class Schedule {
   [[nodiscard]] std::size_t size() const noexcept { return tasks_.size(); }
   [[nodiscard]] const Task& task(TaskId id) const { return tasks_[static_cast<size_t>(id)]; }
   [[nodiscard]] const std::vector<Task>& tasks() const noexcept { return tasks_; }
-  [[nodiscard]] const std::vector<TaskId>& deps(TaskId id) const { return deps_[static_cast<size_t>(id)]; }
+  [[nodiscard]] std::span<const TaskId> deps(TaskId id) const;
   [[nodiscard]] const std::vector<std::vector<DeviceId>>& groups() const noexcept { return groups_; }
   // Tasks of `device` on `stream`, in order.
   [[nodiscard]] const std::vector<TaskId>& Order(DeviceId device, int stream) const;
   // Devices a task occupies: its device, or its group's members.
-  [[nodiscard]] std::vector<DeviceId> DevicesOf(TaskId id) const;
+  [[nodiscard]] std::span<const DeviceId> DevicesOf(TaskId id) const;
 
   // "fwd mb3 stage2.0 layers [10,20) on device 5", "allreduce 12.0 MiB over group 4 (devices 0-7)".
   [[nodiscard]] std::string Describe(TaskId id) const;
@@ -102,8 +105,14 @@ class Schedule {
   [[nodiscard]] absl::Status Check() const;
 
  private:
+  void Compact() const;
+
   std::vector<Task> tasks_;
-  std::vector<std::vector<TaskId>> deps_;
+  // Dependencies in CSR form (tasks are added in order with their dependencies); those
+  // added later by AddDep wait in extra_deps_ until the next read compacts them in.
+  mutable std::vector<std::int64_t> dep_begin_ = {0};
+  mutable std::vector<TaskId> deps_;
+  mutable std::vector<std::pair<TaskId, TaskId>> extra_deps_;
   std::vector<std::vector<DeviceId>> groups_;
   std::vector<std::vector<std::vector<TaskId>>> order_;  // [device][stream] -> tasks
 };

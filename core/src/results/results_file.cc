@@ -104,6 +104,56 @@ double ReadDouble(const H5::H5Object& obj, const std::string& name, double fallb
   return v;
 }
 
+// Reads back what AttrParam wrote: the HDF5 type and shape give the ParamValue alternative.
+ParamValue ReadParam(const H5::Attribute& a) {
+  H5::DataSpace space = a.getSpace();
+  const bool scalar = space.getSimpleExtentType() == H5S_SCALAR;
+  const size_t n = scalar ? 1 : static_cast<size_t>(space.getSimpleExtentNpoints());
+  switch (a.getTypeClass()) {
+    case H5T_ENUM: {
+      std::int8_t v = 0;
+      a.read(BoolType(), &v);
+      return v != 0;
+    }
+    case H5T_INTEGER: {
+      std::vector<std::int64_t> v(n);
+      if (n) a.read(H5::PredType::NATIVE_INT64, v.data());
+      if (scalar) return v[0];
+      return v;
+    }
+    case H5T_FLOAT: {
+      std::vector<double> v(n);
+      if (n) a.read(H5::PredType::NATIVE_DOUBLE, v.data());
+      if (scalar) return v[0];
+      return v;
+    }
+    case H5T_STRING: {
+      if (scalar) {
+        std::string s;
+        a.read(a.getStrType(), s);
+        return s;
+      }
+      std::vector<char*> buf(n, nullptr);
+      H5::StrType t = VarStr();
+      if (n) a.read(t, buf.data());
+      std::vector<std::string> out;
+      for (char* p : buf) out.emplace_back(p ? p : "");
+      if (n) H5::DataSet::vlenReclaim(buf.data(), t, space);
+      return out;
+    }
+    default:
+      return std::string("(unreadable attribute)");
+  }
+}
+
+std::vector<std::string> ReadStringsAttr(const H5::H5Object& obj, const std::string& name) {
+  std::vector<std::string> out;
+  if (!obj.attrExists(name)) return out;
+  ParamValue v = ReadParam(obj.openAttribute(name));
+  if (auto* list = std::get_if<std::vector<std::string>>(&v)) out = std::move(*list);
+  return out;
+}
+
 void WriteStrings(H5::Group& g, const std::string& name, const std::vector<std::string>& values) {
   if (g.nameExists(name)) g.unlink(name);
   std::vector<const char*> ptrs;
@@ -214,8 +264,10 @@ ResultsHeader ReadHeader(const H5::H5File& f) {
   h.reference_metric = ReadStr(f, "reference_metric", "speedup");
   H5::Group root = f.openGroup("/");
   if (root.nameExists("experiment_toml")) {
-    auto v = ReadStrings(root.openDataSet("experiment_toml"));
+    H5::DataSet ds = root.openDataSet("experiment_toml");
+    auto v = ReadStrings(ds);
     if (!v.empty()) h.source_text = v[0];
+    h.sets = ReadStringsAttr(ds, "sets");
   }
   if (root.nameExists("arms")) h.arms = ReadStrings(root.openDataSet("arms"));
   if (root.nameExists("points")) h.points = ReadStrings(root.openDataSet("points"));
@@ -358,6 +410,13 @@ StoredRun ReadRun(const H5::Group& runs, const std::string& id, bool with_tables
   r.wall_time_s = ReadDouble(g, "wall_time_s");
   r.config_hash = ReadStr(g, "config_hash");
   r.config_toml = ReadStr(g, "config_toml");
+  if (g.nameExists("params")) {
+    H5::Group params = g.openGroup("params");
+    for (int i = 0; i < params.getNumAttrs(); ++i) {
+      H5::Attribute a = params.openAttribute(static_cast<unsigned>(i));
+      r.params.emplace_back(a.getName(), ReadParam(a));
+    }
+  }
   if (g.nameExists("metrics")) {
     H5::DataSet ds = g.openDataSet("metrics");
     H5::DataSpace space = ds.getSpace();

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <queue>
 #include <tuple>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -15,14 +17,14 @@
 namespace testbed {
 namespace {
 
-enum class EventKind : std::uint8_t { kTaskDone, kLatencyDone, kPhaseDone };
+enum class EventKind : std::uint8_t { kTaskDone, kPhaseDone };
 
 struct Event {
   double time;
-  std::uint64_t seq;
-  EventKind kind;
-  std::int32_t id;  // task for kTaskDone, activity otherwise
+  std::uint32_t seq;  // creation order: breaks ties deterministically
+  std::int32_t id;    // task for kTaskDone, activity for kPhaseDone
   std::uint32_t version;
+  EventKind kind;
 };
 struct Later {
   bool operator()(const Event& a, const Event& b) const {
@@ -31,6 +33,8 @@ struct Later {
 };
 
 // A communication in flight: a collective, or a send together with its receive.
+// A phase holds its links from its start; its bytes start flowing after the phase's latency
+// (so the latency costs no extra event).
 struct Activity {
   TaskId task = -1;
   TaskId partner = -1;
@@ -39,7 +43,8 @@ struct Activity {
   bool transferring = false;
   double remaining = 1.0;  // fraction of the current phase's bytes still to move
   double rate = 0.0;       // fraction per second
-  double updated = 0.0;
+  double updated = 0.0;    // time `remaining` was last brought up to date
+  double flows_from = 0.0; // end of the phase's latency
   std::uint32_t version = 0;
 };
 
@@ -67,9 +72,6 @@ class Engine {
         case EventKind::kTaskDone:
           Complete(e.id);
           break;
-        case EventKind::kLatencyDone:
-          BeginTransfer(e.id);
-          break;
         case EventKind::kPhaseDone:
           if (acts_[static_cast<size_t>(e.id)].version == e.version) EndPhase(e.id);
           break;
@@ -94,6 +96,7 @@ class Engine {
     mem_start_.assign(n, 0.0);
     mem_end_.assign(n, 0.0);
     recv_of_send_.assign(n, -1);
+    pair_of_.assign(n, -1);
     // Dependents and stream successors as CSR.
     std::vector<std::int32_t> dep_count(n + 1, 0), succ_count(n + 1, 0);
     for (TaskId t = 0; t < n_; ++t) {
@@ -148,8 +151,9 @@ class Engine {
     mark_.assign(0, 0);
     // Static memory of each device in the plan.
     const Plan& plan = in_.plan;
-    const int mbs = std::max<int>(1, static_cast<int>(plan.micro_batches) * 4);
-    held_key_stride_ = mbs;
+    int max_mb = 0;
+    for (const Task& task : s_.tasks()) max_mb = std::max(max_mb, task.micro_batch + 1);
+    held_key_stride_ = max_mb;
     held_.assign(static_cast<size_t>(devices), {});
     held_now_.assign(static_cast<size_t>(devices), 0);
     for (int d = 0; d < plan.dp; ++d) {
@@ -172,39 +176,67 @@ class Engine {
   absl::Status PrepareCosts() {
     const Plan& plan = in_.plan;
     const bool selective = plan.recompute == RecomputeMode::kSelective;
-    std::map<std::tuple<int, int, int, int, float, int>, std::pair<double, std::pair<double, double>>> compute_cache;
+    struct Key {
+      int spec, first, end, phase;
+      float fraction;
+      int tp;
+      bool operator==(const Key&) const = default;
+    };
+    struct KeyHash {
+      size_t operator()(const Key& k) const noexcept {
+        std::uint64_t h = static_cast<std::uint64_t>(k.spec) * 1000003u ^ static_cast<std::uint64_t>(k.first) * 7919u ^
+                          static_cast<std::uint64_t>(k.end) * 104729u ^ static_cast<std::uint64_t>(k.phase) * 31u ^
+                          static_cast<std::uint64_t>(k.tp) * 131u;
+        std::uint32_t fb;
+        std::memcpy(&fb, &k.fraction, sizeof fb);
+        return static_cast<size_t>(h ^ (static_cast<std::uint64_t>(fb) << 20));
+      }
+    };
+    struct Cost {
+      double time, act, ckpt;
+    };
+    std::unordered_map<Key, Cost, KeyHash> compute_cache;
     std::map<std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId>, std::unique_ptr<CommPlan>>& cache = plans_;
     for (TaskId t = 0; t < n_; ++t) {
       const Task& task = s_.task(t);
       const size_t i = static_cast<size_t>(t);
       switch (task.kind) {
         case TaskKind::kCompute: {
-          const int spec = in_.cluster.device(task.device).spec_index;
           const int tp = plan.layer_tp.empty() ? plan.tp : plan.layer_tp[static_cast<size_t>(task.first_layer)];
-          const auto key = std::tuple(spec, task.first_layer, task.end_layer, static_cast<int>(task.phase) * 2 + task.checkpoint,
-                                      task.fraction, tp);
-          auto it = compute_cache.find(key);
-          if (it == compute_cache.end()) {
-            const DeviceSpec& dev = in_.cluster.spec_of(task.device);
-            double time = 0, act = 0, ckpt = 0;
-            const double samples = static_cast<double>(plan.micro_batch) * task.fraction;
-            for (int l = task.first_layer; l < task.end_layer; ++l) {
-              const Layer& layer = in_.model.layers[static_cast<size_t>(l)];
-              LayerWork w{&layer, task.phase, plan.micro_batch, tp, plan.sequence_parallel, in_.train.precision,
-                          task.fraction, selective && task.phase == Phase::kBackward};
-              auto lt = in_.device_model.LayerTime(w, dev);
-              if (!lt.ok()) {
-                return absl::Status(lt.status().code(), absl::StrCat("device model on ", s_.Describe(t), ": ",
-                                                                     lt.status().message()));
+          // A gang runs at the pace of its slowest member (heterogeneous TP groups).
+          double time = 0, act = 0, ckpt = 0;
+          int last_spec = -1;
+          for (DeviceId member : s_.DevicesOf(t)) {
+            const int spec = in_.cluster.device(member).spec_index;
+            if (spec == last_spec) continue;
+            last_spec = spec;
+            const Key key{spec, task.first_layer, task.end_layer, static_cast<int>(task.phase) * 2 + task.checkpoint,
+                          task.fraction, tp};
+            auto it = compute_cache.find(key);
+            if (it == compute_cache.end()) {
+              const DeviceSpec& dev = in_.cluster.spec_of(member);
+              Cost c{0, 0, 0};
+              const double samples = static_cast<double>(plan.micro_batch) * task.fraction;
+              for (int l = task.first_layer; l < task.end_layer; ++l) {
+                const Layer& layer = in_.model.layers[static_cast<size_t>(l)];
+                LayerWork w{&layer, task.phase, plan.micro_batch, tp, plan.sequence_parallel, in_.train.precision,
+                            task.fraction, selective && task.phase == Phase::kBackward};
+                auto lt = in_.device_model.LayerTime(w, dev);
+                if (!lt.ok()) {
+                  return absl::Status(lt.status().code(), absl::StrCat("device model on ", s_.Describe(t), ": ",
+                                                                       lt.status().message()));
+                }
+                c.time += *lt;
+                c.act += ActivationBytes(layer, samples, tp, plan.sequence_parallel, selective);
+                c.ckpt += CheckpointBytes(layer, samples, tp, plan.sequence_parallel);
               }
-              time += *lt;
-              act += ActivationBytes(layer, samples, tp, plan.sequence_parallel, selective);
-              ckpt += CheckpointBytes(layer, samples, tp, plan.sequence_parallel);
+              it = compute_cache.emplace(key, c).first;
             }
-            it = compute_cache.emplace(key, std::pair(time, std::pair(act, ckpt))).first;
+            time = std::max(time, it->second.time);
+            act = it->second.act;
+            ckpt = it->second.ckpt;
           }
-          duration_[i] = it->second.first;
-          const double act = it->second.second.first, ckpt = it->second.second.second;
+          duration_[i] = time;
           switch (task.phase) {
             case Phase::kForward:
               mem_start_[i] = act;
@@ -278,14 +310,17 @@ class Engine {
       StartComm(t, -1);
       return;
     }
-    // Compute or kernel.
+    // Compute or kernel, on one device or a tensor-parallel gang.
     const size_t i = static_cast<size_t>(t);
-    const size_t d = static_cast<size_t>(task.device);
-    Account(task.device);
-    ++computing_[d];
-    mem_now_[d] += mem_start_[i];
-    stats_[d].memory_peak_bytes = std::max(stats_[d].memory_peak_bytes, mem_now_[d]);
-    if (task.kind == TaskKind::kCompute && task.phase == Phase::kForward) Hold(task, +1);
+    const bool holds = task.kind == TaskKind::kCompute && task.phase == Phase::kForward;
+    for (DeviceId dev : s_.DevicesOf(t)) {
+      const size_t d = static_cast<size_t>(dev);
+      Account(dev);
+      ++computing_[d];
+      mem_now_[d] += mem_start_[i];
+      stats_[d].memory_peak_bytes = std::max(stats_[d].memory_peak_bytes, mem_now_[d]);
+      if (holds) Hold(task, dev, +1);
+    }
     Push(now_ + duration_[i], EventKind::kTaskDone, t);
   }
 
@@ -296,10 +331,12 @@ class Engine {
 
   // Micro-batches with activations alive on a device: a (chunk, micro-batch) counts from
   // its first forward task until its last backward task ends.
-  void Hold(const Task& task, int delta) {
-    const size_t d = static_cast<size_t>(task.device);
+  void Hold(const Task& task, DeviceId dev, int delta) {
+    const size_t d = static_cast<size_t>(dev);
     auto& live = held_[d];
-    const std::int64_t key = static_cast<std::int64_t>(task.chunk) * held_key_stride_ + task.micro_batch;
+    const size_t key = static_cast<size_t>(task.chunk) * static_cast<size_t>(held_key_stride_) +
+                       static_cast<size_t>(task.micro_batch);
+    if (live.size() <= key) live.resize(key + 1, 0);
     int& count = live[key];
     const int layers = task.end_layer - task.first_layer;
     if (delta > 0) {
@@ -311,21 +348,21 @@ class Engine {
     } else {
       count -= layers;
       if (count <= 0) {
+        count = 0;
         --held_now_[d];
-        live.erase(key);
       }
     }
   }
 
   void StartComm(TaskId task, TaskId partner) {
-    for (DeviceId d : Devices(task, partner)) {
+    ForDevices(task, partner, [&](DeviceId d) {
       Account(d);
       ++communicating_[static_cast<size_t>(d)];
-    }
+    });
     const CommPlan* plan = comm_[static_cast<size_t>(task)];
     if (plan == nullptr || plan->phases.empty()) {
       Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
-      if (partner >= 0) pair_of_[task] = partner;
+      if (partner >= 0) pair_of_[static_cast<size_t>(task)] = partner;
       return;
     }
     Activity a;
@@ -336,45 +373,36 @@ class Engine {
     StartPhase(static_cast<std::int32_t>(acts_.size() - 1));
   }
 
-  std::vector<DeviceId> Devices(TaskId task, TaskId partner) const {
-    std::vector<DeviceId> out = s_.DevicesOf(task);
-    if (partner >= 0) out.push_back(s_.task(partner).device);
-    return out;
+  template <typename F>
+  void ForDevices(TaskId task, TaskId partner, F&& f) const {
+    for (DeviceId d : s_.DevicesOf(task)) f(d);
+    if (partner >= 0) f(s_.task(partner).device);
   }
 
   void StartPhase(std::int32_t a) {
     Activity& act = acts_[static_cast<size_t>(a)];
     const CommPhase& ph = act.plan->phases[act.phase];
     for (const auto& [link, bytes] : ph.link_bytes) link_stats_[static_cast<size_t>(link)].bytes += bytes;
-    if (ph.latency_s > 0) {
-      Push(now_ + ph.latency_s, EventKind::kLatencyDone, a);
-    } else {
-      BeginTransfer(a);
-    }
-  }
-
-  void BeginTransfer(std::int32_t a) {
-    Activity& act = acts_[static_cast<size_t>(a)];
-    const CommPhase& ph = act.plan->phases[act.phase];
     if (ph.link_bytes.empty()) {
-      EndPhase(a);
+      Push(now_ + ph.latency_s, EventKind::kPhaseDone, a, ++act.version);
       return;
     }
     act.transferring = true;
     act.remaining = 1.0;
     act.rate = 0.0;
     act.updated = now_;
+    act.flows_from = now_ + ph.latency_s;
     for (const auto& [link, bytes] : ph.link_bytes) {
       const size_t l = static_cast<size_t>(link);
       if (link_active_[l]++ == 0) link_since_[l] = now_;
       link_users_[l].push_back(a);
     }
-    Rerate(ph);
+    Rerate(ph, a);
   }
 
   // Re-rates every transfer sharing a link with `ph`: each link's bandwidth is split evenly
   // among its users; a transfer moves at the pace of its most constrained link.
-  void Rerate(const CommPhase& ph) {
+  void Rerate(const CommPhase& ph, std::int32_t self) {
     ++epoch_;
     if (mark_.size() < acts_.size()) mark_.resize(acts_.size(), 0);
     const auto& links = in_.cluster.links();
@@ -383,7 +411,9 @@ class Engine {
         if (mark_[static_cast<size_t>(b)] == epoch_) continue;
         mark_[static_cast<size_t>(b)] = epoch_;
         Activity& act = acts_[static_cast<size_t>(b)];
-        act.remaining = std::max(0.0, act.remaining - (now_ - act.updated) * act.rate);
+        if (!act.transferring) continue;
+        const double flowing = std::max(0.0, now_ - std::max(act.updated, act.flows_from));
+        act.remaining = std::max(0.0, act.remaining - flowing * act.rate);
         act.updated = now_;
         double rate = std::numeric_limits<double>::infinity();
         for (const auto& [l2, b2] : act.plan->phases[act.phase].link_bytes) {
@@ -392,9 +422,11 @@ class Engine {
                                std::max(1, link_active_[static_cast<size_t>(l2)]);
           rate = std::min(rate, share / b2);
         }
+        if (rate == act.rate && b != self) continue;  // its pending finish event still holds
         act.rate = rate;
         ++act.version;
-        const double t = std::isinf(rate) ? now_ : now_ + act.remaining / rate;
+        const double start = std::max(now_, act.flows_from);
+        const double t = std::isinf(rate) ? start : start + act.remaining / rate;
         Push(t, EventKind::kPhaseDone, b, act.version);
       }
     }
@@ -412,19 +444,19 @@ class Engine {
         if (--link_active_[l] == 0) link_stats_[l].busy_s += now_ - link_since_[l];
       }
       ++act.version;
-      Rerate(ph);
+      Rerate(ph, -1);
     }
     ++act.phase;
     if (act.phase < act.plan->phases.size()) {
       StartPhase(a);
       return;
     }
-    if (act.partner >= 0) pair_of_[act.task] = act.partner;
+    if (act.partner >= 0) pair_of_[static_cast<size_t>(act.task)] = act.partner;
     Complete(act.task);
   }
 
   void Push(double time, EventKind kind, std::int32_t id, std::uint32_t version = 0) {
-    events_.push(Event{time, seq_++, kind, id, version});
+    events_.push(Event{time, seq_++, id, version, kind});
   }
 
   // Splits the time since the device's last change into compute / exposed comm / idle.
@@ -445,23 +477,22 @@ class Engine {
   }
 
   void Complete(TaskId t) {
-    TaskId partner = -1;
-    if (auto it = pair_of_.find(t); it != pair_of_.end()) {
-      partner = it->second;
-      pair_of_.erase(it);
-    }
+    const TaskId partner = pair_of_[static_cast<size_t>(t)];
     const Task& task = s_.task(t);
     if (task.kind == TaskKind::kCompute || task.kind == TaskKind::kKernel) {
-      const size_t d = static_cast<size_t>(task.device);
-      Account(task.device);
-      --computing_[d];
-      mem_now_[d] += mem_end_[static_cast<size_t>(t)];
-      if (task.kind == TaskKind::kCompute && task.phase == Phase::kBackward) Hold(task, -1);
+      const bool releases = task.kind == TaskKind::kCompute && task.phase == Phase::kBackward;
+      for (DeviceId dev : s_.DevicesOf(t)) {
+        const size_t d = static_cast<size_t>(dev);
+        Account(dev);
+        --computing_[d];
+        mem_now_[d] += mem_end_[static_cast<size_t>(t)];
+        if (releases) Hold(task, dev, -1);
+      }
     } else {
-      for (DeviceId d : Devices(t, partner)) {
+      ForDevices(t, partner, [&](DeviceId d) {
         Account(d);
         --communicating_[static_cast<size_t>(d)];
-      }
+      });
     }
     Finished(t);
     if (partner >= 0) Finished(partner);
@@ -519,7 +550,7 @@ class Engine {
   TaskId n_ = 0;
   std::int64_t done_ = 0;
   double now_ = 0;
-  std::uint64_t seq_ = 0;
+  std::uint32_t seq_ = 0;
   absl::Status error_;
   std::priority_queue<Event, std::vector<Event>, Later> events_;
   std::vector<std::int32_t> wait_;
@@ -529,7 +560,7 @@ class Engine {
   std::vector<TaskId> recv_of_send_;
   std::vector<std::int32_t> dep_begin_, dependents_, succ_begin_, successors_;
   std::map<std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId>, std::unique_ptr<CommPlan>> plans_;
-  std::map<TaskId, TaskId> pair_of_;
+  std::vector<TaskId> pair_of_;  // send -> its receive while the pair is in flight
   std::vector<Activity> acts_;
   std::vector<std::uint32_t> mark_;
   std::uint32_t epoch_ = 0;
@@ -541,7 +572,7 @@ class Engine {
   std::vector<double> link_since_;
   std::vector<SimLinkStats> link_stats_;
   std::vector<TimelineEvent> timeline_;
-  std::vector<std::map<std::int64_t, int>> held_;
+  std::vector<std::vector<int>> held_;
   std::vector<int> held_now_;
   std::int64_t held_key_stride_ = 1;
 };

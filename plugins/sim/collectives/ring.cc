@@ -31,8 +31,9 @@ CommPlan RingPlan(CollectiveOp op, const std::vector<DeviceId>& group, double by
   const double chunk = bytes / n;
   switch (op) {
     case CollectiveOp::kAllReduce:
-      plan.phases.push_back(ring_phase(chunk * (n - 1), n - 1, false));  // reduce-scatter
-      plan.phases.push_back(ring_phase(chunk * (n - 1), n - 1, false));  // all-gather
+      // Reduce-scatter then all-gather: the same hops twice, so one phase with twice the
+      // bytes and steps (same time alone, and half the events to simulate).
+      plan.phases.push_back(ring_phase(2 * chunk * (n - 1), 2 * (n - 1), false));
       break;
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter:
