@@ -10,9 +10,13 @@ namespace {
 absl::Status Register(Registry& r) {
   TESTBED_RETURN_IF_ERROR(r.Add<Partitioner>(
       "megatron.uniform",
-      "Megatron-LM: degrees from [parallel], transformer blocks split evenly over pipeline stages and chunks", {},
-      [](const ParamSet&) -> absl::StatusOr<std::unique_ptr<Partitioner>> {
-        return std::make_unique<UniformPartitioner>();
+      "Megatron-LM: transformer blocks split evenly over pipeline stages and chunks",
+      {ParamSpec::Bool("search", false)
+           .Doc("search TP, PP, DP, micro-batch size and recomputation for the fastest plan that fits; "
+                "otherwise take them from [parallel] and [train]")},
+      [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Partitioner>> {
+        TESTBED_ASSIGN_OR_RETURN(bool search, p.Get<bool>("search"));
+        return std::make_unique<UniformPartitioner>(search);
       }));
   TESTBED_RETURN_IF_ERROR(r.Add<Scheduler>(
       "1f1b", "1F1B (PipeDream-Flush), Megatron-LM's default pipeline schedule", ExpandOptionParams(),

@@ -1,0 +1,253 @@
+#include "testbed/plan_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "testbed/memory_model.h"
+#include "testbed/status_macros.h"
+
+namespace testbed {
+
+std::vector<int> UnitBoundaries(const ModelGraph& model) {
+  std::vector<int> begin;
+  for (int i = 0; i < static_cast<int>(model.layers.size()); ++i) {
+    const Layer& l = model.layers[static_cast<size_t>(i)];
+    const bool new_unit = i == 0 || l.block < 0 || model.layers[static_cast<size_t>(i - 1)].block != l.block;
+    if (new_unit) begin.push_back(i);
+  }
+  begin.push_back(static_cast<int>(model.layers.size()));
+  return begin;
+}
+
+std::vector<StageSpec> StagesFromUnitCounts(const ModelGraph& model, const std::vector<int>& parts) {
+  const std::vector<int> b = UnitBoundaries(model);
+  std::vector<StageSpec> out;
+  int unit = 0;
+  for (int n : parts) {
+    out.push_back(StageSpec{b[static_cast<size_t>(unit)], b[static_cast<size_t>(unit + n)], 0});
+    unit += n;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<StageSpec>> UniformBlockStages(const ModelGraph& model, int parts) {
+  const int units = static_cast<int>(UnitBoundaries(model).size()) - 1;
+  const int blocks = units - 2;  // embedding and head
+  if (blocks < parts) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", model.shape.name, "' has ", blocks,
+                                                   " blocks, fewer than the ", parts, " stages asked for"));
+  }
+  std::vector<int> counts(static_cast<size_t>(parts), blocks / parts);
+  for (int i = 0; i < blocks % parts; ++i) ++counts[static_cast<size_t>(i)];
+  counts.front() += 1;  // embedding
+  counts.back() += 1;   // head
+  return StagesFromUnitCounts(model, counts);
+}
+
+std::vector<int> MinMaxPartition(const std::vector<double>& weights, int parts) {
+  const int n = static_cast<int>(weights.size());
+  parts = std::max(1, std::min(parts, n));
+  auto fits = [&](double bound) {
+    int used = 1;
+    double sum = 0;
+    for (double w : weights) {
+      if (w > bound) return false;
+      if (sum + w > bound) {
+        ++used;
+        sum = 0;
+      }
+      sum += w;
+    }
+    return used <= parts;
+  };
+  double lo = *std::max_element(weights.begin(), weights.end());
+  double hi = std::accumulate(weights.begin(), weights.end(), 0.0);
+  for (int it = 0; it < 100 && hi - lo > 1e-12 * std::max(1.0, hi); ++it) {
+    const double mid = (lo + hi) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  // Greedy fill under the bound, leaving at least one item for every remaining part.
+  std::vector<int> counts;
+  int i = 0;
+  for (int p = 0; p < parts; ++p) {
+    const int remaining_parts = parts - p - 1;
+    double sum = 0;
+    int count = 0;
+    while (i < n - remaining_parts && (count == 0 || sum + weights[static_cast<size_t>(i)] <= hi * (1 + 1e-12))) {
+      sum += weights[static_cast<size_t>(i)];
+      ++count;
+      ++i;
+    }
+    counts.push_back(count);
+  }
+  counts.back() += n - i;
+  return counts;
+}
+
+void ApplyRecompute(Plan& plan) {
+  for (StageSpec& st : plan.stages) {
+    st.recompute_layers = plan.recompute == RecomputeMode::kFull ? st.end_layer - st.first_layer : 0;
+  }
+}
+
+absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx, int tp, int pp, int dp, int chunks, std::int64_t micro_batch,
+                              RecomputeMode recompute, const StageRule& rule) {
+  const int devices = ctx.cluster.num_devices();
+  if (tp < 1 || pp < 1 || chunks < 1) return absl::InvalidArgumentError("degrees must be >= 1");
+  if (dp == 0) {
+    if (devices % (tp * pp) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tp x pp = ", tp * pp, " does not divide the cluster's ", devices,
+                                                     " devices"));
+    }
+    dp = devices / (tp * pp);
+  }
+  if (tp * pp * dp > devices) {
+    return absl::InvalidArgumentError(absl::StrCat("tp x pp x dp = ", tp * pp * dp, " exceeds the cluster's ", devices,
+                                                   " devices"));
+  }
+  for (const Layer& l : ctx.model.layers) {
+    if (l.heads > 0 && l.heads % tp != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tp ", tp, " does not divide the model's ", l.heads, " heads"));
+    }
+  }
+  Plan plan;
+  plan.tp = tp;
+  plan.pp = pp;
+  plan.dp = dp;
+  plan.virtual_stages = chunks;
+  plan.micro_batch = micro_batch;
+  TrainSettings train = ctx.train;
+  train.micro_batch = micro_batch;
+  TESTBED_ASSIGN_OR_RETURN(plan.micro_batches, MicroBatchesPerReplica(train, dp));
+  plan.recompute = recompute;
+  plan.sequence_parallel = ctx.parallel.sequence_parallel && tp > 1;
+  plan.zero_stage = ctx.parallel.zero_stage;
+  TESTBED_ASSIGN_OR_RETURN(plan.stages, rule(pp, chunks));
+  ApplyRecompute(plan);
+  plan.device_map = DefaultDeviceMap(tp, pp, dp);
+  return plan;
+}
+
+SearchSpace DefaultSearchSpace(const PlanningContext& ctx) {
+  SearchSpace s;
+  const int devices = ctx.cluster.num_devices();
+  const int per_node = ctx.cluster.node_type_of(0).devices;
+  const std::int64_t heads = ctx.model.shape.heads;
+  for (int tp = 1; tp <= per_node && tp <= devices; tp *= 2) {
+    if (heads % tp == 0 && devices % tp == 0) s.tp.push_back(tp);
+  }
+  const int blocks = ctx.model.NumBlocks();
+  for (int pp = 1; pp <= std::min(blocks, devices); ++pp) {
+    if (devices % pp == 0) s.pp.push_back(pp);
+  }
+  for (std::int64_t mb = 1; mb <= 64; mb *= 2) s.micro_batch.push_back(mb);
+  s.recompute = {RecomputeMode::kNone, RecomputeMode::kFull};
+  if (ctx.parallel.sequence_parallel) s.recompute.push_back(RecomputeMode::kSelective);
+  s.chunks = ctx.parallel.virtual_stages;
+  return s;
+}
+
+namespace {
+
+// Without a simulator: 1F1B with equal stages, (m + p - 1) x the slowest stage.
+absl::StatusOr<MetricSet> Analytic(const PlanningContext& ctx, const Plan& plan) {
+  double slowest = 0;
+  for (int s = 0; s < plan.pp; ++s) {
+    const DeviceSpec& dev = ctx.cluster.spec_of(plan.DeviceOf(0, s, 0));
+    double t = 0;
+    for (int c = 0; c < plan.virtual_stages; ++c) {
+      const StageSpec& st = plan.Chunk(s, c);
+      for (int l = st.first_layer; l < st.end_layer; ++l) {
+        LayerWork w{&ctx.model.layers[static_cast<size_t>(l)], Phase::kForward, plan.micro_batch, plan.tp,
+                    plan.sequence_parallel, ctx.train.precision, 1.0, false};
+        TESTBED_ASSIGN_OR_RETURN(double f, ctx.device_model.LayerTime(w, dev));
+        w.phase = Phase::kBackward;
+        w.selective_recompute = plan.recompute == RecomputeMode::kSelective;
+        TESTBED_ASSIGN_OR_RETURN(double b, ctx.device_model.LayerTime(w, dev));
+        t += f + b + (l - st.first_layer < st.recompute_layers ? f : 0);
+      }
+    }
+    slowest = std::max(slowest, t);
+  }
+  const double time = static_cast<double>(plan.micro_batches + plan.pp - 1) * slowest;
+  MetricSet m;
+  m.Add("iteration_time_s", time, "s", Better::kLower);
+  m.Add("throughput_samples_per_s",
+        static_cast<double>(plan.dp * plan.micro_batches * plan.micro_batch) / std::max(time, 1e-30), "samples/s",
+        Better::kHigher);
+  return m;
+}
+
+// A lower bound of a stage's memory (weights, gradients, optimizer state and one
+// micro-batch's activations), to skip candidates that cannot fit without simulating them.
+bool CannotFit(const PlanningContext& ctx, const Plan& plan) {
+  const bool selective = plan.recompute == RecomputeMode::kSelective;
+  for (int s = 0; s < plan.pp; ++s) {
+    double need = StaticBytes(StageParams(plan, ctx.model, s), ctx.train.precision, ctx.train.optimizer,
+                              plan.zero_stage, plan.dp).total();
+    const StageSpec& st = plan.Chunk(s, 0);
+    for (int l = st.first_layer; l < st.end_layer; ++l) {
+      const Layer& layer = ctx.model.layers[static_cast<size_t>(l)];
+      need += l - st.first_layer < st.recompute_layers
+                  ? CheckpointBytes(layer, static_cast<double>(plan.micro_batch), plan.tp, plan.sequence_parallel)
+                  : ActivationBytes(layer, static_cast<double>(plan.micro_batch), plan.tp, plan.sequence_parallel,
+                                    selective);
+    }
+    if (need > static_cast<double>(ctx.cluster.spec_of(plan.DeviceOf(0, s, 0)).memory_bytes)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<SearchResult> SearchPlans(const PlanningContext& ctx, const SearchSpace& space, const StageRule& rule) {
+  SearchResult best;
+  double best_throughput = -1;
+  std::vector<std::string> reasons;
+  const int devices = ctx.cluster.num_devices();
+  const int per_node = ctx.cluster.node_type_of(0).devices;
+  for (int tp : space.tp) {
+    if (space.tp_within_node && tp > per_node) continue;
+    for (int pp : space.pp) {
+      if (devices % (tp * pp) != 0) continue;
+      const int dp = devices / (tp * pp);
+      for (std::int64_t mb : space.micro_batch) {
+        if (ctx.train.global_batch > 0 && ctx.train.global_batch % (mb * dp) != 0) continue;
+        for (RecomputeMode rc : space.recompute) {
+          if (rc == RecomputeMode::kSelective && tp == 1) continue;
+          auto plan = MakePlan(ctx, tp, pp, dp, space.chunks, mb, rc, rule);
+          if (!plan.ok()) continue;
+          ++best.candidates;
+          if (CannotFit(ctx, *plan)) continue;
+          auto metrics = ctx.evaluate ? ctx.evaluate(*plan) : Analytic(ctx, *plan);
+          if (!metrics.ok()) {
+            if (reasons.size() < 3) reasons.emplace_back(metrics.status().message());
+            continue;
+          }
+          ++best.evaluated;
+          const Metric* thr = metrics->Find("throughput_samples_per_s");
+          if (thr == nullptr) continue;
+          // Prefer higher throughput; among equals, the simpler plan met first.
+          if (thr->value > best_throughput * (1 + 1e-9)) {
+            best_throughput = thr->value;
+            best.plan = std::move(*plan);
+            best.metrics = std::move(*metrics);
+          }
+        }
+      }
+    }
+  }
+  if (best_throughput < 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no plan fits: ", best.candidates, " candidates tried, none fits in memory or runs",
+        reasons.empty() ? "" : absl::StrCat("; e.g. ", absl::StrJoin(reasons, "; "))));
+  }
+  best.plan.planner_metrics.Add("search_candidates", best.candidates, "plans");
+  best.plan.planner_metrics.Add("search_evaluated", best.evaluated, "plans");
+  return best;
+}
+
+}  // namespace testbed
