@@ -16,8 +16,8 @@
 namespace testbed {
 
 const std::vector<std::string>& CoreSectionNames() {
-  static const std::vector<std::string> names = {"experiment", "cluster", "model", "train",
-                                                 "parallel",   "sweep",   "arm",   "reference"};
+  static const std::vector<std::string> names = {"experiment", "cluster", "model", "train",    "parallel",
+                                                 "sweep",      "arm",     "point", "reference"};
   return names;
 }
 
@@ -68,6 +68,48 @@ std::string ValueText(const toml::node& n) {
     }
   });
   return out.str();
+}
+
+// A setting an arm or a named point applies to its runs: `target` in the run's document
+// takes the value at `source` in the experiment file.
+struct Override {
+  KeyPath target;
+  KeyPath source;
+};
+
+// The keys of an [[arm]] or [[point]] table at `path` (besides name and doc): component kinds,
+// dotted keys ("train.micro_batch" = 8), or section tables merged key by key.
+std::vector<Override> ParseOverrides(const ConfigDoc& doc, const toml::table& t, const KeyPath& path,
+                                     const std::string& owner, ErrorList& errors) {
+  std::vector<Override> overrides;
+  for (auto&& [k, v] : t) {
+    const std::string key(k.str());
+    KeyPath src = path;
+    src.push_back(key);
+    if (key == "name" || key == "doc") continue;
+    if (KindFromName(key)) {
+      overrides.push_back({{key}, src});
+    } else if (key.find('.') != std::string::npos) {
+      auto target = ParsePath(key);
+      if (!target.ok()) {
+        errors.Add(doc.Where(src), absl::StrCat(owner, ": ", target.status().message()));
+      } else {
+        overrides.push_back({*target, src});
+      }
+    } else if (v.is_table() && key != "sweep" && key != "arm" && key != "point" && key != "reference") {
+      for (auto&& [sk, sv] : *v.as_table()) {
+        KeyPath s2 = src;
+        s2.emplace_back(sk.str());
+        overrides.push_back({{key, std::string(sk.str())}, s2});
+      }
+    } else {
+      errors.Add(doc.Where(src),
+                 absl::StrCat(owner, ": unknown key '", key,
+                              "'; it takes name, doc, component kinds (partitioner, scheduler, ...), "
+                              "section tables (train = { ... }) or dotted keys (\"train.micro_batch\" = 8)"));
+    }
+  }
+  return overrides;
 }
 
 bool ValidArmName(const std::string& name) {
@@ -177,11 +219,7 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
   for (const Dim& d : dims) ex.sweep_keys_.push_back(d.key);
 
   // Arms.
-  struct ArmOverride {
-    KeyPath target;
-    KeyPath source;
-  };
-  std::vector<std::vector<ArmOverride>> arm_overrides;
+  std::vector<std::vector<Override>> arm_overrides;
   const toml::node* arm_node = doc.Get({"arm"});
   const toml::array* arms = arm_node ? arm_node->as_array() : nullptr;
   if (arms == nullptr || arms->empty()) {
@@ -207,45 +245,49 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
         errors.Add(doc.Where(ap), absl::StrCat("[[arm]]: name '", arm.name, "' is used twice"));
         continue;
       }
-      std::vector<ArmOverride> overrides;
-      for (auto&& [k, v] : *t) {
-        const std::string key(k.str());
-        KeyPath src = ap;
-        src.push_back(key);
-        if (key == "name") continue;
-        if (key == "doc") {
-          arm.doc = v.value_exact<std::string>().value_or("");
-          continue;
-        }
-        if (KindFromName(key)) {
-          overrides.push_back({{key}, src});
-        } else if (key.find('.') != std::string::npos) {
-          auto target = ParsePath(key);
-          if (!target.ok()) {
-            errors.Add(doc.Where(src), absl::StrCat("[[arm]] '", arm.name, "': ", target.status().message()));
-          } else {
-            overrides.push_back({*target, src});
-          }
-        } else if (v.is_table() && key != "sweep" && key != "arm" && key != "reference") {
-          for (auto&& [sk, sv] : *v.as_table()) {
-            KeyPath s2 = src;
-            s2.emplace_back(sk.str());
-            overrides.push_back({{key, std::string(sk.str())}, s2});
-          }
-        } else {
-          errors.Add(doc.Where(src),
-                     absl::StrCat("[[arm]] '", arm.name, "': unknown key '", key,
-                                  "'; an arm takes name, doc, component kinds (partitioner, scheduler, ...), "
-                                  "section tables (train = { ... }) or dotted keys (\"train.micro_batch\" = 8)"));
-        }
-      }
+      if (const toml::node* d = t->get("doc")) arm.doc = d->value_exact<std::string>().value_or("");
+      std::vector<Override> overrides = ParseOverrides(doc, *t, ap, absl::StrCat("[[arm]] '", arm.name, "'"), errors);
       ex.arms_.push_back(std::move(arm));
       arm_overrides.push_back(std::move(overrides));
     }
   }
+  // Named points ([[point]]): each a set of coupled settings (a paper's model with its
+  // cluster size and degrees), crossed with the sweep.
+  struct NamedPoint {
+    std::string name;
+    std::vector<Override> overrides;
+  };
+  std::vector<NamedPoint> named = {{"", {}}};
+  if (const toml::node* pn = doc.Get({"point"})) {
+    const toml::array* pts = pn->as_array();
+    if (pts == nullptr || pts->empty()) {
+      errors.Add(doc.Where({"point"}), "[[point]]: expected one or more tables with a name");
+    } else {
+      named.clear();
+      std::set<std::string> names;
+      for (size_t i = 0; i < pts->size(); ++i) {
+        KeyPath pp = {"point", absl::StrCat("[", i, "]")};
+        const toml::table* t = pts->get(i)->as_table();
+        const toml::node* name = t ? t->get("name") : nullptr;
+        if (name == nullptr || !name->is_string() || !ValidArmName(name->as_string()->get())) {
+          errors.Add(doc.Where(pp), "[[point]]: needs name = \"...\" (no '/', '@', ',' or quotes)");
+          continue;
+        }
+        NamedPoint np{name->as_string()->get(), {}};
+        if (!names.insert(np.name).second) {
+          errors.Add(doc.Where(pp), absl::StrCat("[[point]]: name '", np.name, "' is used twice"));
+          continue;
+        }
+        np.overrides = ParseOverrides(doc, *t, pp, absl::StrCat("[[point]] '", np.name, "'"), errors);
+        named.push_back(std::move(np));
+      }
+    }
+  }
   if (!errors.empty()) return errors.ToStatus();
+  if (!named.front().name.empty()) ex.sweep_keys_.insert(ex.sweep_keys_.begin(), "point");
 
-  // Points: the cartesian product of the sweep dimensions, first dimension outermost.
+  // Points: the named points, each crossed with the cartesian product of the sweep
+  // dimensions, first dimension outermost.
   std::vector<std::vector<size_t>> points = {{}};
   for (const Dim& d : dims) {
     std::vector<std::vector<size_t>> next;
@@ -261,12 +303,18 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
 
   // The base of every run: the file without its structural sections.
   ConfigDoc base = doc;
-  for (const char* k : {"sweep", "arm", "reference"}) base.Erase({k});
+  for (const char* k : {"sweep", "arm", "point", "reference"}) base.Erase({k});
 
   std::set<std::string> ids;
+  for (size_t ni = 0; ni < named.size(); ++ni)
   for (size_t pi = 0; pi < points.size(); ++pi) {
+    const NamedPoint& np = named[ni];
     std::vector<std::pair<std::string, std::string>> values;
     std::vector<std::string> texts;
+    if (!np.name.empty()) {
+      values.emplace_back("point", np.name);
+      texts.push_back(np.name);
+    }
     for (size_t di = 0; di < dims.size(); ++di) {
       KeyPath src = dims[di].source;
       src.push_back(absl::StrCat("[", points[pi][di], "]"));
@@ -282,7 +330,7 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
       run.arm = ex.arms_[ai].name;
       run.arm_index = static_cast<int>(ai);
       run.point = point;
-      run.point_index = static_cast<int>(pi);
+      run.point_index = static_cast<int>(ni * points.size() + pi);
       run.point_values = values;
       run.id = absl::StrReplaceAll(point.empty() ? run.arm : absl::StrCat(run.arm, "@", point), {{"/", "_"}});
       if (!ids.insert(run.id).second) {
@@ -290,6 +338,11 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
                                                        "'; make the sweep values distinct"));
       }
       run.doc = base;
+      for (const Override& o : np.overrides) {
+        if (auto st = run.doc.Set(o.target, *doc.Get(o.source), doc, o.source); !st.ok()) {
+          errors.Add(doc.Where(o.source), absl::StrCat("[[point]] '", np.name, "': ", st.message()));
+        }
+      }
       for (size_t di = 0; di < dims.size(); ++di) {
         const toml::array* arr = doc.Get({"sweep", dims[di].key})->as_array();
         KeyPath src = dims[di].source;
@@ -298,7 +351,7 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
           errors.Add(doc.Where(src), absl::StrCat("[sweep] '", dims[di].key, "': ", st.message()));
         }
       }
-      for (const ArmOverride& o : arm_overrides[ai]) {
+      for (const Override& o : arm_overrides[ai]) {
         if (auto st = run.doc.Set(o.target, *doc.Get(o.source), doc, o.source); !st.ok()) {
           errors.Add(doc.Where(o.source), absl::StrCat("[[arm]] '", run.arm, "': ", st.message()));
         }

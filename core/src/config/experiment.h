@@ -1,7 +1,8 @@
-// An experiment file (DESIGN.md §5) expanded into runs: every (arm x sweep point), each with
-// its own merged configuration document. Precedence, lowest first: the file, the sweep
-// point, the arm, then --set overrides (a --set on a swept key pins it: that sweep
-// dimension collapses to the one value).
+// An experiment file (DESIGN.md §5) expanded into runs: every (arm x point), each with its
+// own merged configuration document. Points are the named [[point]] tables (coupled
+// settings, e.g. a model with its cluster size) crossed with the [sweep] product.
+// Precedence, lowest first: the file, the named point, the sweep value, the arm, then --set
+// overrides (a --set on a swept key pins it: that sweep dimension collapses to the one value).
 #pragma once
 
 #include "absl/strings/string_view.h"
