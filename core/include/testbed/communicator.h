@@ -12,10 +12,12 @@
 //  * Operations start with an `I` call that returns a CommRequest; the blocking forms start
 //    the operation and wait for it. Communication of a started operation proceeds while the
 //    caller computes (overlap), as far as the implementation allows.
-//  * Deadline: each operation must be joined by its peers within `timeout_s` (a parameter of
-//    every communicator) of this rank starting it. Otherwise Wait returns
+//  * Deadline: every blocking wait is bounded by `timeout_s` (a parameter of every
+//    communicator). When peers have not joined an operation within timeout_s of it starting
+//    on this rank, or of the call to Wait if that is later, Wait returns
 //    absl::DeadlineExceededError naming the operation, the group and the ranks that did not
-//    join, no later than that deadline (plus polling slack). Nothing hangs forever.
+//    join ("rank(s) 3 (world rank 7) did not join"). Nothing hangs forever. Test() never
+//    blocks and reports a deadline only once the implementation has seen it pass.
 //  * After a collective fails (deadline, mismatch), the group is broken: later operations on it
 //    fail with FailedPrecondition repeating the first error, like an aborted NCCL
 //    communicator. The failed operation's buffers may still be touched by the implementation
