@@ -1,0 +1,61 @@
+#include "group_core.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mpi_runtime.h"
+
+namespace testbed::mpi {
+
+GroupCore::GroupCore(MPI_Comm comm, MPI_Comm control, std::vector<int> world_ranks, double timeout_s,
+                     bool track_arrivals)
+    : comm_(comm),
+      control_(control),
+      world_ranks_(std::move(world_ranks)),
+      timeout_s_(timeout_s),
+      name_(absl::StrCat("{", absl::StrJoin(world_ranks_, ", "), "}")),
+      arrivals_(control, [comm] {
+        int r = 0;
+        MPI_Comm_rank(comm, &r);
+        return r;
+      }(), static_cast<int>(world_ranks_.size()), track_arrivals) {
+  MPI_Comm_rank(comm_, &rank_);
+}
+
+GroupCore::~GroupCore() {
+  if (!MpiUsable()) return;
+  bool in_use = false;
+  for (auto& [requests, buffers] : orphans_) {
+    int done = 0;
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    in_use = in_use || !done;
+  }
+  // A communicator with an operation MPI still runs must not be freed; it is left to
+  // MPI_Finalize (the job is failing anyway).
+  if (in_use || arrivals_.HasPendingSends()) return;
+  MPI_Comm_free(&comm_);
+  MPI_Comm_free(&control_);
+}
+
+std::string GroupCore::DescribeRanks(const std::vector<int>& ranks) const {
+  std::vector<std::string> parts;
+  for (int r : ranks) parts.push_back(absl::StrCat(r, " (world rank ", world_ranks_[static_cast<size_t>(r)], ")"));
+  return absl::StrJoin(parts, ", ");
+}
+
+void GroupCore::Break(const absl::Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (broken_.ok()) broken_ = why;
+}
+
+absl::Status GroupCore::CheckUsable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (broken_.ok()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("group ", name_, " is broken by an earlier error: ", broken_.message()));
+}
+
+void GroupCore::Adopt(std::vector<MPI_Request> requests, std::shared_ptr<void> buffers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  orphans_.emplace_back(std::move(requests), std::move(buffers));
+}
+
+}  // namespace testbed::mpi

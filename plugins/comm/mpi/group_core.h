@@ -1,0 +1,60 @@
+// What an mpi endpoint and its requests share: the MPI communicators, the members' world
+// ranks, the arrival notes, and the broken state with the requests that could not be
+// finished (MPI cannot cancel a started collective, so those stay alive with their
+// communicator).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+#include "absl/status/status.h"
+#include "arrival_tracker.h"
+
+namespace testbed::mpi {
+
+class GroupCore {
+ public:
+  // Takes ownership of `comm` and `control` (both duplicates made for this group).
+  GroupCore(MPI_Comm comm, MPI_Comm control, std::vector<int> world_ranks, double timeout_s, bool track_arrivals);
+  // Frees the communicators, unless an unfinished operation still uses them.
+  ~GroupCore();
+  GroupCore(const GroupCore&) = delete;
+  GroupCore& operator=(const GroupCore&) = delete;
+
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
+  [[nodiscard]] MPI_Comm control() const noexcept { return control_; }
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return static_cast<int>(world_ranks_.size()); }
+  [[nodiscard]] const std::vector<int>& world_ranks() const noexcept { return world_ranks_; }
+  [[nodiscard]] double timeout_s() const noexcept { return timeout_s_; }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] ArrivalTracker& arrivals() noexcept { return arrivals_; }
+
+  // "2 (world rank 5), 3 (world rank 7)".
+  [[nodiscard]] std::string DescribeRanks(const std::vector<int>& ranks) const;
+
+  // Marks the group unusable (the first reason wins).
+  void Break(const absl::Status& why);
+  // OK, or FailedPrecondition repeating what broke the group.
+  [[nodiscard]] absl::Status CheckUsable() const;
+  // Keeps an unfinished operation (its requests and the buffers MPI may still use) alive.
+  void Adopt(std::vector<MPI_Request> requests, std::shared_ptr<void> buffers);
+
+ private:
+  MPI_Comm comm_;
+  MPI_Comm control_;
+  int rank_ = 0;
+  std::vector<int> world_ranks_;
+  double timeout_s_;
+  std::string name_;
+  ArrivalTracker arrivals_;
+  mutable std::mutex mu_;
+  absl::Status broken_;
+  std::vector<std::pair<std::vector<MPI_Request>, std::shared_ptr<void>>> orphans_;
+};
+
+}  // namespace testbed::mpi

@@ -1,0 +1,120 @@
+// The mpi communicator, one rank per process (run under mpirun by ctest). Every process
+// runs the same tests in the same order; each test connects a fresh world.
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "comm_loader.h"
+#include "conformance.h"
+
+namespace testbed::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The plugin stays loaded for the whole process: unloading it finalises MPI, which cannot
+// be started again.
+Registry& PluginRegistry() {
+  static Registry* registry = [] {
+    auto* r = new Registry();
+    auto* loader = new PluginLoader(*r);
+    auto loaded = loader->Load(TESTBED_MPI_PLUGIN);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    return r;
+  }();
+  return *registry;
+}
+
+std::unique_ptr<CommGroup> ConnectWorld(std::shared_ptr<Communicator>& keep, double timeout_s) {
+  auto comm = CreateCommunicator(PluginRegistry(), "mpi", {{"timeout_s", timeout_s}});
+  EXPECT_TRUE(comm.ok()) << comm.status();
+  if (!comm.ok()) return nullptr;
+  keep = *comm;
+  auto ranks = keep->Connect(0);
+  EXPECT_TRUE(ranks.ok()) << ranks.status();
+  if (!ranks.ok() || ranks->size() != 1) return nullptr;
+  return std::move((*ranks)[0]);
+}
+
+TEST(MpiComm, EveryOperationMatchesTheSerialReference) {
+  std::shared_ptr<Communicator> comm;
+  auto world = ConnectWorld(comm, 30.0);
+  ASSERT_NE(world, nullptr);
+  HostSpace host;
+  CheckEverything(*world, host);
+}
+
+TEST(MpiComm, WrongWorldSizeIsRefused) {
+  auto comm = CreateCommunicator(PluginRegistry(), "mpi", {});
+  ASSERT_TRUE(comm.ok());
+  auto ranks = (*comm)->Connect(1000);
+  EXPECT_EQ(ranks.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ranks.status().message()), HasSubstr("mpirun -np 1000"));
+}
+
+TEST(MpiComm, LateRankIsNamedWithinTheTimeout) {
+  std::shared_ptr<Communicator> comm, sync_comm;
+  auto world = ConnectWorld(comm, 0.5);
+  auto sync = ConnectWorld(sync_comm, 30.0);
+  ASSERT_NE(world, nullptr);
+  ASSERT_NE(sync, nullptr);
+  const int last = world->size() - 1;
+  // Outlives the abandoned operation, which completes once the late rank joins.
+  std::vector<float> data(16, 1.0f);
+  if (world->rank() == last) {
+    // Arrives long after the others gave up, then completes the operation they left running.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    EXPECT_TRUE(world->AllReduce(data.data(), data.data(), 16, DataType::kFloat32, ReduceOp::kSum).ok());
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    CheckMissingRankInAllReduce(*world, last, data);
+    // Not a speed check: only fails if the rank hung far beyond its deadline.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  }
+  EXPECT_TRUE(sync->Barrier().ok());
+}
+
+TEST(MpiComm, ReceiveFromSilentPeerTimesOutAndIsWithdrawn) {
+  std::shared_ptr<Communicator> comm, sync_comm;
+  auto world = ConnectWorld(comm, 0.3);
+  auto sync = ConnectWorld(sync_comm, 30.0);
+  ASSERT_NE(world, nullptr);
+  ASSERT_NE(sync, nullptr);
+  std::int32_t x = 0;
+  if (world->rank() == 0) {
+    absl::Status s = world->Recv(&x, 1, DataType::kInt32, 1, 9);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("recv from rank 1 (world rank 1)"));
+  }
+  ASSERT_TRUE(sync->Barrier().ok());
+  // The withdrawn receive must not swallow the next message with that tag.
+  if (world->rank() == 1) {
+    std::int32_t y = 42;
+    EXPECT_TRUE(world->Send(&y, 1, DataType::kInt32, 0, 9).ok());
+  } else if (world->rank() == 0) {
+    absl::Status s = world->Recv(&x, 1, DataType::kInt32, 1, 9);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(x, 42);
+  }
+  EXPECT_TRUE(sync->Barrier().ok());
+}
+
+TEST(MpiComm, SubGroupMemberThatNeverComesIsNamed) {
+  std::shared_ptr<Communicator> comm, sync_comm;
+  auto world = ConnectWorld(comm, 0.3);
+  auto sync = ConnectWorld(sync_comm, 30.0);
+  ASSERT_NE(world, nullptr);
+  ASSERT_NE(sync, nullptr);
+  if (world->rank() == 0) {
+    auto sub = world->NewGroup({0, 1});
+    EXPECT_EQ(sub.status().code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_THAT(std::string(sub.status().message()), HasSubstr("rank(s) 1 did not join"));
+  }
+  EXPECT_TRUE(sync->Barrier().ok());
+}
+
+}  // namespace
+}  // namespace testbed::testing
