@@ -5,6 +5,7 @@
 // model is asked about, so one calibration serves every device of a cluster.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "calibration.h"

@@ -5,11 +5,10 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 
 namespace testbed::calibrated {
 namespace {
