@@ -9,11 +9,13 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "engine/backend.h"
 #include "engine/progress.h"
 #include "results/results_file.h"
@@ -88,13 +90,20 @@ absl::StatusOr<std::vector<ResolvedRun>> ResolveAll(const Experiment& experiment
   }
   std::vector<ResolvedRun> runs;
   std::vector<std::string> errors;
+  std::set<std::string> seen;
   for (const RunSpec& spec : experiment.runs()) {
     if (!Selected(only_arms, spec.arm)) continue;
     auto r = ResolveRun(spec, registry, presets);
     if (!r.ok()) {
-      const std::string msg(r.status().message());
-      // Identical errors (the same bad key seen by every run) are reported once.
-      if (std::find(errors.begin(), errors.end(), msg) == errors.end()) errors.push_back(msg);
+      // Identical errors (the same bad key seen by every run) are reported once, under the
+      // first run that has them; ResolveRun's own "run '<id>':" heading is not compared.
+      const std::string heading = absl::StrCat("run '", spec.id, "':");
+      std::vector<std::string> fresh;
+      for (absl::string_view line : absl::StrSplit(r.status().message(), '\n')) {
+        if (line == heading) continue;
+        if (seen.insert(std::string(line)).second) fresh.emplace_back(line);
+      }
+      if (!fresh.empty()) errors.push_back(absl::StrCat(heading, "\n", absl::StrJoin(fresh, "\n")));
       continue;
     }
     runs.push_back(std::move(*r));
