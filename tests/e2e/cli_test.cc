@@ -1,0 +1,556 @@
+// The `testbed` command end to end: run, validate, show, plugins, with the plan backend and
+// the test plugins (fixture.uniform / fixture.flops / fixture.fails / fixture.throws /
+// fixture.slow). Results files are checked with the core's reader (and h5py when present).
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "results/results_file.h"
+#include "test_support.h"
+
+extern char** environ;
+
+namespace testbed {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+const std::string kGoodPlugins = std::string(TESTBED_TEST_PLUGIN_DIR) + "/good";
+const std::string kBadPlugins = std::string(TESTBED_TEST_PLUGIN_DIR) + "/bad";
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  // Starts `testbed args...` with stdout and stderr going to files in the temp directory.
+  pid_t Spawn(const std::vector<std::string>& args, const std::string& plugin_path, const std::string& tag) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string_view(*e).rfind("TESTBED_", 0) != 0) env.emplace_back(*e);
+    }
+    env.push_back("TESTBED_PLUGIN_PATH=" + plugin_path);
+    env.push_back(std::string("TESTBED_CONFIG_PATH=") + TESTBED_TEST_CONFIG_DIR);
+    std::vector<std::string> argv = {TESTBED_EXE};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> cargv, cenv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (auto& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    const std::string out = (dir_ / (tag + ".out")).string(), err = (dir_ / (tag + ".err")).string();
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addchdir_np(&actions, dir_.path().c_str());
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, TESTBED_EXE, &actions, nullptr, cargv.data(), cenv.data());
+    posix_spawn_file_actions_destroy(&actions);
+    return rc == 0 ? pid : -1;
+  }
+
+  CliResult Collect(pid_t pid, const std::string& tag) {
+    CliResult r;
+    int status = 0;
+    if (pid > 0 && ::waitpid(pid, &status, 0) == pid) {
+      r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    r.out = testing::ReadFile(dir_ / (tag + ".out"));
+    r.err = testing::ReadFile(dir_ / (tag + ".err"));
+    return r;
+  }
+
+  CliResult Cli(const std::vector<std::string>& args, const std::string& plugin_path = kGoodPlugins) {
+    const std::string tag = absl::StrCat("cmd", ++calls_);
+    return Collect(Spawn(args, plugin_path, tag), tag);
+  }
+
+  // Writes an experiment file; {OUT} in the text becomes the results path.
+  std::string Experiment(const std::string& name, std::string text) {
+    const std::string file = (dir_ / (name + ".toml")).string();
+    const std::string out = (dir_ / (name + ".h5")).string();
+    for (size_t at; (at = text.find("{OUT}")) != std::string::npos;) text.replace(at, 5, out);
+    testing::WriteFile(file, text);
+    return file;
+  }
+  std::string Out(const std::string& name) const { return (dir_ / (name + ".h5")).string(); }
+
+  testing::TempDir dir_;
+  int calls_ = 0;
+};
+
+// Sweep of pp over {1, 2, 4} on one 4-GPU HPWNV node, two arms: 6 runs.
+constexpr const char* kBasic = R"(device_model = "fixture.flops"
+
+[experiment]
+name = "basic"
+backend = "plan"
+output = "{OUT}"
+
+[cluster]
+preset = "hpwnv"
+
+[model]
+preset = "gpt-1.5b"
+
+[train]
+global_batch = 64
+micro_batch = 2
+
+[sweep]
+"parallel.pp" = [1, 2, 4]
+
+[[arm]]
+name = "uniform"
+partitioner = "fixture.uniform"
+
+[[arm]]
+name = "recompute"
+partitioner = { use = "fixture.uniform", recompute_first = true }
+)";
+
+std::map<std::string, double> Metrics(const StoredRun& r) {
+  std::map<std::string, double> m;
+  for (const Metric& x : r.output.metrics.all()) m[x.name] = x.value;
+  return m;
+}
+
+TEST_F(CliTest, RunRecordsEveryRunAndPrintsTheTable) {
+  const std::string file = Experiment("basic", kBasic);
+  CliResult r = Cli({"run", file});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("6 runs: 6 ran, 0 already in " + Out("basic") + ", 0 failed"));
+  EXPECT_THAT(r.out, HasSubstr("stage_balance"));
+  auto c = ResultsFile::Read(Out("basic"), true);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->runs.size(), 6u);
+  std::vector<std::string> ids;
+  for (const StoredRun& run : c->runs) {
+    ids.push_back(run.id);
+    EXPECT_EQ(run.status, "ok") << run.id << ": " << run.error;
+    EXPECT_EQ(run.backend, "plan");
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"uniform@1", "recompute@1", "uniform@2", "recompute@2", "uniform@4",
+                                           "recompute@4"}));
+  // The plan follows [parallel] through the sweep: pp x dp = 4 devices, 64 / (2 x dp) micro-batches.
+  for (const StoredRun& run : c->runs) {
+    auto m = Metrics(run);
+    const double pp = std::stod(run.point);
+    EXPECT_EQ(m["pp"], pp) << run.id;
+    EXPECT_EQ(m["dp"], 4 / pp) << run.id;
+    EXPECT_EQ(m["micro_batches"], 64 / (2 * (4 / pp))) << run.id;
+    // 98 layers (embedding, 48 x 2, head) in one stage: a single stage is perfectly balanced.
+    if (pp == 1) {
+      EXPECT_EQ(m["stage_balance"], 1.0) << run.id;
+    }
+  }
+  // Resolved parameters are recorded with the run.
+  std::map<std::string, ParamValue> params(c->runs[1].params.begin(), c->runs[1].params.end());
+  EXPECT_EQ(std::get<std::string>(params.at("partitioner")), "fixture.uniform");
+  EXPECT_EQ(std::get<bool>(params.at("partitioner.recompute_first")), true);
+  EXPECT_EQ(std::get<std::int64_t>(params.at("parallel.pp")), 1);
+  EXPECT_EQ(std::get<std::string>(params.at("cluster.preset")), "hpwnv");
+}
+
+TEST_F(CliTest, FailingArmsAreRecordedWhileTheOthersComplete) {
+  const std::string file = Experiment("failing", R"(device_model = "fixture.flops"
+[experiment]
+name = "failing"
+backend = "plan"
+output = "{OUT}"
+[cluster]
+preset = "hpwnv"
+[model]
+preset = "gpt-1.5b"
+[[arm]]
+name = "good"
+partitioner = "fixture.uniform"
+[[arm]]
+name = "fails"
+partitioner = "fixture.fails"
+[[arm]]
+name = "throws"
+partitioner = "fixture.throws"
+[[arm]]
+name = "after"
+partitioner = "fixture.uniform"
+)");
+  CliResult r = Cli({"run", file});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("4 runs: 4 ran, 0 already in " + Out("failing") + ", 2 failed"));
+  auto c = ResultsFile::Read(Out("failing"), false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->runs.size(), 4u);
+  EXPECT_EQ(c->runs[0].status, "ok");
+  EXPECT_EQ(c->runs[1].status, "failed");
+  EXPECT_THAT(c->runs[1].error, HasSubstr("fixture.fails: no plan fits"));
+  EXPECT_EQ(c->runs[2].status, "failed");
+  EXPECT_THAT(c->runs[2].error, HasSubstr("partitioner 'fixture.throws' threw: fixture.throws: thrown from Partition"));
+  EXPECT_EQ(c->runs[3].status, "ok");
+  EXPECT_FALSE(c->runs[3].output.metrics.empty());
+
+  CliResult show = Cli({"show", Out("failing")});
+  EXPECT_EQ(show.code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("failed fails: "));
+  EXPECT_THAT(show.out, HasSubstr("failed throws: "));
+
+  // A rerun retries the failed runs only.
+  CliResult again = Cli({"run", file});
+  EXPECT_EQ(again.code, 1);
+  EXPECT_THAT(again.out, HasSubstr("4 runs: 2 ran, 2 already in " + Out("failing") + ", 2 failed"));
+}
+
+TEST_F(CliTest, ValidateAcceptsAGoodFile) {
+  CliResult r = Cli({"validate", Experiment("basic", kBasic)});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("OK: 2 arms x 3 points = 6 runs"));
+  EXPECT_FALSE(std::filesystem::exists(Out("basic")));
+}
+
+TEST_F(CliTest, ValidateReportsTomlSyntaxErrorsWithPosition) {
+  std::string text = kBasic;
+  text.replace(text.find("micro_batch = 2"), 15, "micro_batch = = 2");
+  const std::string file = Experiment("syntax", text);
+  CliResult r = Cli({"validate", file});
+  EXPECT_NE(r.code, 0);
+  // Line 16 of the file is "micro_batch = = 2": the second '=' is column 15.
+  EXPECT_THAT(r.err, HasSubstr(file + ":16:15: TOML syntax error"));
+}
+
+TEST_F(CliTest, ValidateReportsBadKeysTypesRangesAndComponents) {
+  std::string text = kBasic;
+  text.replace(text.find("micro_batch = 2"), 15, "micro_bach = 2\nsteps = \"many\"\n[parallel]\nzero_stage = 5");
+  text += R"(
+[[arm]]
+name = "typo"
+partitioner = "fixture.unifrom"
+
+[[arm]]
+name = "badparam"
+partitioner = { use = "fixture.uniform", micro_bacth = 2 }
+)";
+  const std::string file = Experiment("bad", text);
+  CliResult r = Cli({"validate", file});
+  EXPECT_NE(r.code, 0);
+  // [train] is on line 14; the replacement puts micro_bach on 16, steps on 17, zero_stage on 19.
+  EXPECT_THAT(r.err, HasSubstr(file + ":16:14: [train]: unknown key 'micro_bach' (did you mean 'micro_batch'?)"));
+  EXPECT_THAT(r.err, HasSubstr(file + ":17:9: [train]: 'steps': expected int >= 1"));
+  EXPECT_THAT(r.err, HasSubstr("got \"many\""));
+  EXPECT_THAT(r.err, HasSubstr(file + ":19:14: [parallel]: 'zero_stage': expected int in [0"));
+  // Every run (4 arms x 3 points) has the [train] error; it is reported once.
+  size_t count = 0;
+  for (size_t at = 0; (at = r.err.find("unknown key 'micro_bach'", at)) != std::string::npos; ++at) ++count;
+  EXPECT_EQ(count, 1u) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("got 5"));
+  // Unknown component: the message lists what is available.
+  EXPECT_THAT(r.err, HasSubstr("unknown partitioner 'fixture.unifrom' (did you mean 'fixture.uniform'?); available: "));
+  EXPECT_THAT(r.err, HasSubstr("fixture.fails"));
+  EXPECT_THAT(r.err, HasSubstr("fixture.slow"));
+  EXPECT_THAT(r.err, HasSubstr("partitioner 'fixture.uniform': unknown key 'micro_bacth' (did you mean 'micro_batch'?)"));
+  // Nothing was run or written.
+  EXPECT_FALSE(std::filesystem::exists(Out("bad")));
+  // `run` refuses the same file before running anything.
+  CliResult run = Cli({"run", file});
+  EXPECT_NE(run.code, 0);
+  EXPECT_FALSE(std::filesystem::exists(Out("bad")));
+}
+
+TEST_F(CliTest, ValidateReportsUnknownRootKeysAndComponentKinds) {
+  std::string text = kBasic;
+  text.insert(0, "paralel = { pp = 2 }\ncompressor = \"topk\"\n");
+  const std::string file = Experiment("root", text);
+  CliResult r = Cli({"validate", file});
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.err, HasSubstr(file + ":1:11: unknown key 'paralel' (did you mean 'parallel'?)"));
+  EXPECT_THAT(r.err, HasSubstr(file + ":2:14: 'compressor': backend 'plan' uses no compressor"));
+}
+
+TEST_F(CliTest, ValidateReportsUnknownPresets) {
+  std::string text = kBasic;
+  text.replace(text.find("\"hpwnv\""), 7, "\"hpwvn\"");
+  const std::string file = Experiment("preset", text);
+  CliResult r = Cli({"validate", file});
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.err, HasSubstr(file + ":9:10: no clusters preset named 'hpwvn'; available: "));
+  EXPECT_THAT(r.err, HasSubstr("hpwnv"));
+}
+
+TEST_F(CliTest, SetOnlyAndDryRun) {
+  const std::string file = Experiment("basic", kBasic);
+  CliResult dry = Cli({"run", file, "--dry-run"});
+  ASSERT_EQ(dry.code, 0) << dry.err;
+  EXPECT_THAT(dry.out, HasSubstr("basic: 6 runs (backend plan)"));
+  EXPECT_THAT(dry.out, HasSubstr("recompute@4"));
+  EXPECT_THAT(dry.out, HasSubstr("partitioner=fixture.uniform"));
+  EXPECT_FALSE(std::filesystem::exists(Out("basic")));
+
+  // --only one arm.
+  CliResult only = Cli({"run", file, "--only", "recompute"});
+  ASSERT_EQ(only.code, 0) << only.err;
+  EXPECT_THAT(only.out, HasSubstr("3 runs: 3 ran"));
+  auto c = ResultsFile::Read(Out("basic"), false);
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->runs.size(), 3u);
+  for (const StoredRun& run : c->runs) EXPECT_EQ(run.arm, "recompute");
+  CliResult bad_only = Cli({"run", file, "--only", "nosuch"});
+  EXPECT_NE(bad_only.code, 0);
+  EXPECT_THAT(bad_only.err, HasSubstr("--only nosuch: no such arm; arms are uniform, recompute"));
+
+  // --set pins the swept key (one point) and overrides another.
+  const std::string pinned = (dir_ / "pinned.h5").string();
+  CliResult set = Cli({"run", file, "-o", pinned, "--set", "parallel.pp=4", "--set", "train.micro_batch=4",
+                       "--set", "arm.recompute.partitioner.micro_batch=8"});
+  ASSERT_EQ(set.code, 0) << set.err;
+  EXPECT_THAT(set.out, HasSubstr("2 runs: 2 ran"));
+  auto p = ResultsFile::Read(pinned, false);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->runs.size(), 2u);
+  EXPECT_EQ(p->runs[0].id, "uniform");
+  EXPECT_EQ(Metrics(p->runs[0])["pp"], 4);
+  EXPECT_EQ(Metrics(p->runs[0])["micro_batch"], 4);
+  EXPECT_EQ(Metrics(p->runs[1])["micro_batch"], 8);  // the arm's own --set wins for that arm
+  EXPECT_THAT(p->header.sets, ::testing::ElementsAre("parallel.pp=4", "train.micro_batch=4",
+                                                      "arm.recompute.partitioner.micro_batch=8"));
+
+  // A bad --set value is reported at the --set, not in the file.
+  CliResult bad_set = Cli({"validate", file, "--set", "train.micro_batch=0"});
+  EXPECT_NE(bad_set.code, 0);
+  EXPECT_THAT(bad_set.err, HasSubstr("--set train.micro_batch=0:1:5: [train]: 'micro_batch': expected int in [1"));
+}
+
+TEST_F(CliTest, ParallelJobsGiveTheSameMetrics) {
+  const std::string file = Experiment("basic", kBasic);
+  const std::string one = (dir_ / "j1.h5").string(), two = (dir_ / "j2.h5").string();
+  CliResult a = Cli({"run", file, "-j", "1", "-o", one});
+  CliResult b = Cli({"run", file, "-j", "2", "-o", two});
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  auto ra = ResultsFile::Read(one, true), rb = ResultsFile::Read(two, true);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  ASSERT_EQ(ra->runs.size(), 6u);
+  ASSERT_EQ(rb->runs.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const StoredRun &x = ra->runs[i], &y = rb->runs[i];
+    EXPECT_EQ(x.id, y.id);
+    EXPECT_EQ(x.seed, y.seed);
+    EXPECT_EQ(x.config_hash, y.config_hash);
+    auto mx = Metrics(x), my = Metrics(y);
+    mx.erase("planning_time_s");  // wall-clock time of the planner, not a result
+    my.erase("planning_time_s");
+    EXPECT_EQ(mx, my) << x.id;
+    ASSERT_EQ(x.output.tables.size(), y.output.tables.size());
+    for (size_t t = 0; t < x.output.tables.size(); ++t) {
+      ASSERT_EQ(x.output.tables[t].columns.size(), y.output.tables[t].columns.size());
+      for (size_t k = 0; k < x.output.tables[t].columns.size(); ++k) {
+        EXPECT_TRUE(x.output.tables[t].columns[k].values == y.output.tables[t].columns[k].values) << x.id;
+      }
+    }
+  }
+}
+
+TEST_F(CliTest, ShowPrintsTheTableAndCsv) {
+  const std::string file = Experiment("basic", kBasic + std::string("\n[reference]\n\"recompute/2\" = 0.5\n"));
+  ASSERT_EQ(Cli({"run", file}).code, 0);
+  CliResult show = Cli({"show", Out("basic")});
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("parallel.pp"));
+  EXPECT_THAT(show.out, HasSubstr("stage_balance"));
+  EXPECT_THAT(show.out, HasSubstr("recompute"));
+
+  CliResult csv = Cli({"show", "--csv", Out("basic")});
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  std::vector<std::string> lines = absl::StrSplit(csv.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[0], "run,arm,point,metric,value,unit,speedup,reference,ratio");
+  EXPECT_THAT(lines[1], StartsWith("uniform@1,uniform,1,stage_balance,1,1,1,,"));
+  // recompute@2 carries the paper's figure; its ratio is its speedup / 0.5.
+  std::vector<std::string> rec2 = absl::StrSplit(lines[4], ',');
+  ASSERT_EQ(rec2.size(), 9u);
+  EXPECT_EQ(rec2[0], "recompute@2");
+  EXPECT_EQ(rec2[7], "0.5");
+  EXPECT_NEAR(std::stod(rec2[8]), std::stod(rec2[6]) / 0.5, 1e-6);
+
+  CliResult one = Cli({"show", Out("basic"), "--run", "recompute@4"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_THAT(one.out, HasSubstr("run recompute@4 (index 5)"));
+  EXPECT_THAT(one.out, HasSubstr("stage_time_max_s"));
+
+  CliResult missing = Cli({"show", (dir_ / "none.h5").string()});
+  EXPECT_NE(missing.code, 0);
+  EXPECT_THAT(missing.err, HasSubstr("no such results file"));
+}
+
+TEST_F(CliTest, ResumeSkipsCompletedRuns) {
+  const std::string file = Experiment("basic", kBasic);
+  ASSERT_EQ(Cli({"run", file}).code, 0);
+  auto first = ResultsFile::Read(Out("basic"), false);
+  ASSERT_TRUE(first.ok());
+  CliResult again = Cli({"run", file});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("6 runs: 0 ran, 6 already in " + Out("basic") + ", 0 failed"));
+  auto second = ResultsFile::Read(Out("basic"), false);
+  ASSERT_TRUE(second.ok());
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(first->runs[i].start_time, second->runs[i].start_time);
+  // A changed configuration is not the same run: it runs again.
+  CliResult changed = Cli({"run", file, "--set", "train.steps=2"});
+  ASSERT_EQ(changed.code, 0) << changed.err;
+  EXPECT_THAT(changed.out, HasSubstr("6 runs: 6 ran, 0 already in"));
+}
+
+TEST_F(CliTest, KillDuringAnExperimentLeavesAReadableFileAndResumes) {
+  std::string text = R"(device_model = "fixture.flops"
+partitioner = { use = "fixture.slow", sleep_ms = 300 }
+[experiment]
+name = "killed"
+backend = "plan"
+output = "{OUT}"
+[cluster]
+preset = "hpwnv"
+[model]
+preset = "gpt-1.5b"
+)";
+  for (int i = 0; i < 6; ++i) absl::StrAppend(&text, "[[arm]]\nname = \"a", i, "\"\n");
+  const std::string file = Experiment("killed", text);
+  const std::string out = Out("killed");
+
+  const pid_t pid = Spawn({"run", file, "-j", "1"}, kGoodPlugins, "killed");
+  ASSERT_GT(pid, 0);
+  // Wait (up to a generous limit, never asserted on) until two runs are in the file.
+  size_t seen = 0;
+  for (int i = 0; i < 3000 && seen < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::error_code ec;
+    if (!std::filesystem::exists(out, ec)) continue;
+    auto c = ResultsFile::Read(out, false);
+    if (c.ok()) seen = c->runs.size();
+  }
+  ::kill(pid, SIGKILL);
+  CliResult killed = Collect(pid, "killed");
+  ASSERT_GE(seen, 2u) << killed.err;
+  EXPECT_EQ(killed.code, 128 + SIGKILL) << "the experiment finished before it could be killed";
+
+  auto c = ResultsFile::Read(out, false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const size_t done = c->runs.size();
+  EXPECT_GE(done, 2u);
+  EXPECT_LT(done, 6u);
+  for (size_t i = 0; i < done; ++i) {
+    EXPECT_EQ(c->runs[i].id, absl::StrCat("a", i));
+    EXPECT_EQ(c->runs[i].status, "ok");
+  }
+  CliResult show = Cli({"show", out});
+  EXPECT_EQ(show.code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("a1"));
+
+  // h5py, when installed, reads the same runs.
+  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") == 0) {
+    const std::string cmd = absl::StrCat("/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r'); "
+                                         "print(len(f['runs']), f.attrs['experiment'])\" '", out, "' > '",
+                                         (dir_ / "h5py.out").string(), "' 2>&1");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << testing::ReadFile(dir_ / "h5py.out");
+    EXPECT_EQ(testing::ReadFile(dir_ / "h5py.out"), absl::StrCat(done, " killed\n"));
+  }
+
+  // The same command again runs the rest and skips the completed ones.
+  CliResult again = Cli({"run", file, "-j", "1"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr(absl::StrCat("6 runs: ", 6 - done, " ran, ", done, " already in ", out, ", 0 failed")));
+  auto all = ResultsFile::Read(out, false);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->runs.size(), 6u);
+  for (size_t i = 0; i < done; ++i) EXPECT_EQ(all->runs[i].start_time, c->runs[i].start_time);
+}
+
+TEST_F(CliTest, UnusableResultsFilesAreRefusedBeforeAnyRun) {
+  const std::string file = Experiment("basic", kBasic);
+  // An unwritable place (even root cannot create files under /dev/null).
+  CliResult unwritable = Cli({"run", file, "-o", "/dev/null/sub/r.h5"});
+  EXPECT_NE(unwritable.code, 0);
+  EXPECT_THAT(unwritable.err, HasSubstr("/dev/null/sub/r.h5"));
+  EXPECT_THAT(unwritable.err, Not(HasSubstr("done uniform")));
+  EXPECT_THAT(unwritable.out, Not(HasSubstr("ran")));
+
+  // A corrupt file is refused and left exactly as it was.
+  const std::string garbage = "\x89garbage\0bytes\xff not hdf5 at all";
+  testing::WriteFile(Out("basic"), garbage);
+  CliResult corrupt = Cli({"run", file});
+  EXPECT_NE(corrupt.code, 0);
+  EXPECT_THAT(corrupt.err, HasSubstr("not a readable HDF5 file"));
+  EXPECT_EQ(testing::ReadFile(Out("basic")), garbage);
+
+  // A file of another experiment is refused and left as it was.
+  std::filesystem::remove(Out("basic"));
+  ASSERT_EQ(Cli({"run", file}).code, 0);
+  const std::string before = testing::ReadFile(Out("basic"));
+  std::string other = kBasic;
+  other.replace(other.find("name = \"basic\""), 14, "name = \"other\"");
+  CliResult clash = Cli({"run", Experiment("other", other), "-o", Out("basic")});
+  EXPECT_NE(clash.code, 0);
+  EXPECT_THAT(clash.err, HasSubstr("holds results of experiment 'basic', not 'other'"));
+  EXPECT_EQ(testing::ReadFile(Out("basic")), before);
+}
+
+TEST_F(CliTest, PluginsListsLibrariesComponentsAndParameters) {
+  CliResult r = Cli({"plugins"}, kGoodPlugins + ":" + kBadPlugins);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(kGoodPlugins + "/fixture_good.so"));
+  EXPECT_THAT(r.out, HasSubstr("fixture          1.2.3"));
+  EXPECT_THAT(r.out, HasSubstr("test fixture: uniform partitioner and FLOPs device model"));
+  EXPECT_THAT(r.out, HasSubstr("partitioner fixture.uniform  (plugin fixture)"));
+  EXPECT_THAT(r.out, HasSubstr("device_model fixture.flops  (plugin fixture)"));
+  // Each parameter: name, type, default, unit, doc (and range).
+  // (Other plugins may declare parameters of the same names: match on the doc too.)
+  auto line_of = [&](const std::string& start, const std::string& doc) {
+    for (absl::string_view l : absl::StrSplit(r.out, '\n')) {
+      absl::string_view t = l;
+      while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+      if (absl::StartsWith(t, start) && absl::StrContains(l, doc)) return std::string(l);
+    }
+    return std::string("(no line for ") + start + ")";
+  };
+  const std::string mb = line_of("micro_batch ", "micro-batch size; 0 takes [train] micro_batch");
+  EXPECT_THAT(mb, HasSubstr(" int "));
+  EXPECT_THAT(mb, HasSubstr("default 0 "));
+  EXPECT_THAT(mb, HasSubstr("[samples]"));
+  EXPECT_THAT(mb, HasSubstr("micro-batch size; 0 takes [train] micro_batch"));
+  const std::string eff = line_of("efficiency ", "fraction of the peak reached");
+  EXPECT_THAT(eff, HasSubstr(" float "));
+  EXPECT_THAT(eff, HasSubstr("default 1.0 "));
+  EXPECT_THAT(eff, HasSubstr("fraction of the peak reached"));
+  EXPECT_THAT(eff, HasSubstr("[0.01..1]"));
+  const std::string where = line_of("where ", "when to throw");
+  EXPECT_THAT(where, HasSubstr("{partition|create}"));
+  EXPECT_THAT(where, HasSubstr("default \"partition\""));
+  // The refused libraries are listed with their reasons.
+  EXPECT_THAT(r.out, HasSubstr("Not loaded (2)"));
+  EXPECT_THAT(r.out, HasSubstr("ABI version 999, but this testbed has ABI version 1"));
+  EXPECT_THAT(r.out, HasSubstr("fixture_rollback"));
+  EXPECT_THAT(r.out, Not(HasSubstr("fixture.rollback_partitioner")));
+
+  CliResult kind = Cli({"plugins", "--kind", "device_model"});
+  ASSERT_EQ(kind.code, 0);
+  EXPECT_THAT(kind.out, HasSubstr("fixture.flops"));
+  EXPECT_THAT(kind.out, Not(HasSubstr("partitioner fixture.uniform")));
+}
+
+}  // namespace
+}  // namespace testbed
