@@ -25,7 +25,7 @@ TEST(TopKCuda, SelectionAndResidualMatchCpu) {
   std::vector<float> g(static_cast<std::size_t>(n)), residual(static_cast<std::size_t>(n));
   for (float& v : g) v = static_cast<float>(q(rng)) / 64.0f;
   for (float& v : residual) v = static_cast<float>(q(rng)) / 1024.0f;
-  for (std::int64_t k : {1, 1000, 30'000, n}) {
+  for (std::int64_t k : {std::int64_t{1}, std::int64_t{1000}, std::int64_t{30000}, n}) {
     std::vector<float> r_cpu = residual, r_gpu = residual;
     std::vector<std::uint32_t> i_cpu(static_cast<std::size_t>(k)), i_gpu(static_cast<std::size_t>(k));
     std::vector<float> v_cpu(static_cast<std::size_t>(k)), v_gpu(static_cast<std::size_t>(k));
