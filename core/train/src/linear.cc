@@ -1,0 +1,56 @@
+#include "testbed/train/linear.h"
+
+#include <cmath>
+
+#include "shape_checks.h"
+#include "testbed/status_macros.h"
+
+namespace testbed::train {
+
+template <typename T>
+Linear<T>::Linear(const std::string& name, std::int64_t in, std::int64_t out, bool bias, Rng& rng, double init_std)
+    : has_bias_(bias) {
+  const double std = init_std > 0 ? init_std : 1.0 / std::sqrt(static_cast<double>(in));
+  Matrix<T> w(in, out);
+  for (Eigen::Index i = 0; i < w.size(); ++i) w.data()[i] = static_cast<T>(rng.Normal() * std);
+  weight_ = Param<T>(name + ".weight", std::move(w));
+  bias_ = Param<T>(name + ".bias", Matrix<T>::Zero(1, bias ? out : 0));
+}
+
+template <typename T>
+Linear<T>::Linear(const std::string& name, Matrix<T> weight, std::optional<Matrix<T>> bias)
+    : weight_(name + ".weight", std::move(weight)), has_bias_(bias.has_value()) {
+  bias_ = Param<T>(name + ".bias", bias ? std::move(*bias) : Matrix<T>::Zero(1, 0));
+}
+
+template <typename T>
+absl::StatusOr<Matrix<T>> Linear<T>::Forward(const Matrix<T>& x, LayerCache<T>& cache) {
+  TESTBED_RETURN_IF_ERROR(CheckCols(weight_.name, "input", x.cols(), in()));
+  cache.Clear();
+  cache.tensors.push_back(x);
+  Matrix<T> y = x * weight_.value;
+  if (has_bias_) y.rowwise() += bias_.value.row(0);
+  return y;
+}
+
+template <typename T>
+absl::StatusOr<Matrix<T>> Linear<T>::Backward(const Matrix<T>& dy, const LayerCache<T>& cache) {
+  TESTBED_RETURN_IF_ERROR(CheckCache(weight_.name, cache.tensors.size() == 1));
+  const Matrix<T>& x = cache.tensors[0];
+  TESTBED_RETURN_IF_ERROR(CheckCols(weight_.name, "output gradient", dy.cols(), out()));
+  TESTBED_RETURN_IF_ERROR(CheckRows(weight_.name, "output gradient", dy.rows(), x.rows()));
+  weight_.grad.noalias() += x.transpose() * dy;
+  if (has_bias_) bias_.grad.row(0) += dy.colwise().sum();
+  return Matrix<T>(dy * weight_.value.transpose());
+}
+
+template <typename T>
+std::vector<Param<T>*> Linear<T>::Params() {
+  if (has_bias_) return {&weight_, &bias_};
+  return {&weight_};
+}
+
+template class Linear<float>;
+template class Linear<double>;
+
+}  // namespace testbed::train
