@@ -26,6 +26,8 @@ std::vector<ParamSpec> ExpandOptionParams() {
       ParamSpec::Bool("tp_overlap", false).Doc("tensor-parallel collectives on their own stream instead of blocking compute"),
       ParamSpec::Double("dp_bucket_mib", 25.0).Min(0.001).Unit("MiB").Doc("gradient all-reduce bucket size"),
       ParamSpec::Bool("dp_overlap", true).Doc("start gradient buckets during the backward pass"),
+      ParamSpec::Bool("recompute_after_gradient", false)
+          .Doc("recompute a checkpointed micro-batch only once its gradient has arrived (Megatron-LM, DeepSpeed)"),
   };
 }
 
@@ -37,6 +39,8 @@ absl::StatusOr<ExpandOptions> ExpandOptionsFrom(const ParamSet& params) {
   TESTBED_ASSIGN_OR_RETURN(double mib, params.Get<double>("dp_bucket_mib"));
   o.dp_bucket_bytes = static_cast<std::int64_t>(mib * 1048576.0);
   TESTBED_ASSIGN_OR_RETURN(o.dp_overlap, params.Get<bool>("dp_overlap"));
+  // Read leniently: schedulers that declare their own subset of these parameters keep working.
+  o.recompute_after_gradient = params.GetOr<bool>("recompute_after_gradient", false);
   if (o.tp_chunks > 1) o.tp_overlap = true;  // chunks exist to overlap
   return o;
 }
@@ -346,13 +350,17 @@ class Expander {
         }
         break;
       case PipelineOp::Kind::kBackward: {
-        if (pending_recompute_.erase(key)) {
+        const bool recompute = pending_recompute_.erase(key) > 0;
+        if (recompute && !opt_.recompute_after_gradient) {
           EmitLayers(d, s, c, mb, Phase::kRecompute, st.first_layer, st.first_layer + r, false,
                      PerRank(static_cast<size_t>(tp_)));
         }
         PerRank deps(static_cast<size_t>(tp_));
         if (g < last_g) {
           deps = EmitRecv(d, s, c, mb, Phase::kBackward, g, (g + 1) % pp_, BoundaryBytes(st.end_layer, mb));
+        }
+        if (recompute && opt_.recompute_after_gradient) {
+          deps = EmitLayers(d, s, c, mb, Phase::kRecompute, st.first_layer, st.first_layer + r, false, deps);
         }
         PerRank last = EmitLayers(d, s, c, mb, Phase::kBackward, st.first_layer, st.end_layer, false, deps);
         if (g > 0) EmitSend(d, s, c, mb, Phase::kBackward, g - 1, (g - 1) % pp_, BoundaryBytes(st.first_layer, mb), last);

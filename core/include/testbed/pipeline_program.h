@@ -54,10 +54,15 @@ struct ExpandOptions {
   std::int64_t dp_bucket_bytes = 25 * 1024 * 1024;
   bool dp_overlap = true;
   bool optimizer_step = true;
+  // When a checkpointed micro-batch's recomputation may start. false: as soon as the stage's
+  // compute stream is free (an idealised runtime). true: only once its output gradient has
+  // arrived, as in Megatron-LM and DeepSpeed, whose recomputation runs inside autograd's
+  // backward after the blocking receive. An explicit kRecompute op never waits.
+  bool recompute_after_gradient = false;
 };
 
 // The parameters every pipeline scheduler takes for its expansion (tp_chunks, tp_overlap,
-// dp_bucket_mib, dp_overlap), declared once, and their reading.
+// dp_bucket_mib, dp_overlap, recompute_after_gradient), declared once, and their reading.
 [[nodiscard]] std::vector<ParamSpec> ExpandOptionParams();
 [[nodiscard]] absl::StatusOr<ExpandOptions> ExpandOptionsFrom(const ParamSet& params);
 
