@@ -1,0 +1,117 @@
+#include "recompute_choice.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "stage_aware_recompute.h"
+#include "testbed/memory_model.h"
+#include "testbed/status_macros.h"
+
+namespace testbed::merak {
+namespace {
+
+std::vector<double> RatiosFor(RecomputePolicy policy, double r0, int pp, bool shifted) {
+  if (policy == RecomputePolicy::kNone) return std::vector<double>(static_cast<size_t>(pp), 0.0);
+  std::vector<double> r = policy == RecomputePolicy::kStageAware ? StageAwareRatios(r0, pp) : UniformRatios(r0, pp);
+  if (shifted) ShiftAdjust(r);
+  return r;
+}
+
+bool EstimateFits(const PlanningContext& ctx, const Plan& plan, bool shifted) {
+  for (int s = 0; s < plan.pp; ++s) {
+    const double need = StagePeakBytes(plan, ctx.model, ctx.train, s, InFlight(plan, s, shifted));
+    if (need > static_cast<double>(ctx.cluster.spec_of(plan.DeviceOf(0, s, 0)).memory_bytes)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+double StagePeakBytes(const Plan& plan, const ModelGraph& model, const TrainSettings& train, int stage, int in_flight) {
+  double bytes = StaticBytes(StageParams(plan, model, stage), train.precision, train.optimizer, plan.zero_stage, plan.dp)
+                     .total();
+  const double mb = static_cast<double>(plan.micro_batch);
+  const bool selective = plan.recompute == RecomputeMode::kSelective;
+  for (int c = 0; c < plan.virtual_stages; ++c) {
+    const StageSpec& st = plan.Chunk(stage, c);
+    double kept = 0, full = 0;
+    for (int l = st.first_layer; l < st.end_layer; ++l) {
+      const Layer& layer = model.layers[static_cast<size_t>(l)];
+      const double act = ActivationBytes(layer, mb, plan.tp, plan.sequence_parallel, selective);
+      full += act;
+      kept += l - st.first_layer < st.recompute_layers ? CheckpointBytes(layer, mb, plan.tp, plan.sequence_parallel)
+                                                       : act;
+    }
+    bytes += full + static_cast<double>(std::max(0, in_flight - 1)) * kept;
+  }
+  return bytes;
+}
+
+int InFlight(const Plan& plan, int stage, bool shifted) {
+  int n = plan.pp - stage;
+  if (shifted && plan.pp >= 2 && stage == plan.pp - 2) n = 3;
+  return static_cast<int>(std::min<std::int64_t>(n, plan.micro_batches));
+}
+
+absl::StatusOr<MetricSet> AnalyticEstimate(const PlanningContext& ctx, const Plan& plan) {
+  double slowest = 0;
+  for (int s = 0; s < plan.pp; ++s) {
+    const DeviceSpec& dev = ctx.cluster.spec_of(plan.DeviceOf(0, s, 0));
+    double t = 0;
+    for (int c = 0; c < plan.virtual_stages; ++c) {
+      const StageSpec& st = plan.Chunk(s, c);
+      for (int l = st.first_layer; l < st.end_layer; ++l) {
+        LayerWork w{&ctx.model.layers[static_cast<size_t>(l)], Phase::kForward, plan.micro_batch, plan.tp,
+                    plan.sequence_parallel, ctx.train.precision, 1.0, false};
+        TESTBED_ASSIGN_OR_RETURN(double f, ctx.device_model.LayerTime(w, dev));
+        w.phase = Phase::kBackward;
+        TESTBED_ASSIGN_OR_RETURN(double b, ctx.device_model.LayerTime(w, dev));
+        t += f + b + (l - st.first_layer < st.recompute_layers ? f : 0);
+      }
+    }
+    slowest = std::max(slowest, t);
+  }
+  const double time = static_cast<double>(plan.micro_batches + plan.pp - 1) * slowest;
+  MetricSet m;
+  m.Add("iteration_time_s", time, "s", Better::kLower);
+  m.Add("throughput_samples_per_s",
+        static_cast<double>(plan.dp * plan.micro_batches * plan.micro_batch) / std::max(time, 1e-30), "samples/s",
+        Better::kHigher);
+  return m;
+}
+
+absl::StatusOr<RecomputeChoice> ChooseRecompute(const PlanningContext& ctx, Plan& plan, RecomputePolicy policy,
+                                                bool shifted, const Evaluate& evaluate) {
+  const int n0 = plan.stages.front().end_layer - plan.stages.front().first_layer;
+  // Candidate ratios in whole layers of the first stage; with no recomputation asked for,
+  // only r0 = 0.
+  const int steps = policy == RecomputePolicy::kNone ? 0 : n0;
+  int k = 0;
+  for (; k < steps; ++k) {
+    ApplyRatios(plan, RatiosFor(policy, static_cast<double>(k) / n0, plan.pp, shifted));
+    if (EstimateFits(ctx, plan, shifted)) break;
+  }
+  RecomputeChoice choice;
+  absl::Status last = absl::OkStatus();
+  for (; k <= steps; ++k) {
+    choice.r0 = steps == 0 ? 0.0 : static_cast<double>(k) / n0;
+    choice.ratios = RatiosFor(policy, choice.r0, plan.pp, shifted);
+    ApplyRatios(plan, choice.ratios);
+    if (!evaluate && !EstimateFits(ctx, plan, shifted)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("no recomputation ratio fits in memory (", plan.pp, " stages, micro-batch ", plan.micro_batch, ")"));
+    }
+    auto metrics = evaluate ? evaluate(plan) : AnalyticEstimate(ctx, plan);
+    ++choice.evaluations;
+    if (metrics.ok()) {
+      choice.metrics = std::move(*metrics);
+      return choice;
+    }
+    // Only a refusal for memory makes a larger ratio worth trying.
+    if (metrics.status().code() != absl::StatusCode::kResourceExhausted) return metrics.status();
+    last = metrics.status();
+  }
+  return last;
+}
+
+}  // namespace testbed::merak
