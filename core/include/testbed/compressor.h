@@ -45,6 +45,16 @@ struct PayloadPart {
       : name(std::move(part_name)), type(part_type), op(part_op), elements(count),
         data(static_cast<std::size_t>(count) * DataTypeSize(part_type)) {}
 
+  // Re-labels and resizes this part in place. The storage keeps its capacity, so a payload
+  // reused across steps is not reallocated; contents are unspecified afterwards.
+  void Reset(std::string_view part_name, DataType part_type, ReduceOp part_op, std::int64_t count) {
+    if (name != part_name) name.assign(part_name.data(), part_name.size());
+    type = part_type;
+    op = part_op;
+    elements = count;
+    data.resize(static_cast<std::size_t>(count) * DataTypeSize(part_type));
+  }
+
   [[nodiscard]] std::int64_t bytes() const noexcept { return static_cast<std::int64_t>(data.size()); }
   [[nodiscard]] void* raw() noexcept { return data.data(); }
   [[nodiscard]] const void* raw() const noexcept { return data.data(); }
@@ -149,11 +159,21 @@ class Compressor : public Component {
   // differ between ranks: use an all-gather-v), and Decode takes every rank's payload.
   [[nodiscard]] virtual bool mergeable() const noexcept = 0;
 
-  // Encodes this rank's gradient (float32, host memory) into a payload.
-  // Errors: InvalidArgument for an empty gradient, a length other than the one this instance
-  // was made for, or a non-finite value (a NaN would silently poison every rank's result).
-  [[nodiscard]] virtual absl::StatusOr<Payload> Encode(std::span<const float> gradient,
-                                                       const EncodeContext& context) = 0;
+  // Encodes this rank's gradient (float32, host memory) into `payload`, replacing its parts.
+  // Buffers of a payload passed in again are reused (keep one Payload per rank and bucket
+  // across steps: no allocation on the hot path). On error the payload's contents are
+  // unspecified. Errors: InvalidArgument for an empty gradient, a length other than the one
+  // this instance was made for, or a non-finite value (a NaN would silently poison every
+  // rank's result).
+  [[nodiscard]] virtual absl::Status EncodeInto(std::span<const float> gradient, const EncodeContext& context,
+                                                Payload& payload) = 0;
+
+  // EncodeInto a fresh payload.
+  [[nodiscard]] absl::StatusOr<Payload> Encode(std::span<const float> gradient, const EncodeContext& context) {
+    Payload payload;
+    if (absl::Status s = EncodeInto(gradient, context, payload); !s.ok()) return s;
+    return payload;
+  }
 
   // Decodes into `out` (length = the gradient length) the sum over ranks of their gradients as
   // the compressor reconstructs them, divided by options.ranks when options.average.
@@ -257,9 +277,9 @@ struct AgreementField {
 
 inline constexpr char kAgreementPartName[] = "agreement";
 
-[[nodiscard]] inline PayloadPart MakeAgreementPart(std::span<const AgreementField> fields) {
-  PayloadPart part(kAgreementPartName, DataType::kUInt64, ReduceOp::kBitOr,
-                   2 * static_cast<std::int64_t>(fields.size()));
+// Writes the agreement part into `part` (reusing its storage).
+inline void SetAgreementPart(std::span<const AgreementField> fields, PayloadPart& part) {
+  part.Reset(kAgreementPartName, DataType::kUInt64, ReduceOp::kBitOr, 2 * static_cast<std::int64_t>(fields.size()));
   std::span<std::uint64_t> w = part.view<std::uint64_t>();
   std::size_t i = 0;
   for (const AgreementField& f : fields) {
@@ -267,6 +287,11 @@ inline constexpr char kAgreementPartName[] = "agreement";
     w[2 * i + 1] = ~f.value;
     ++i;
   }
+}
+
+[[nodiscard]] inline PayloadPart MakeAgreementPart(std::span<const AgreementField> fields) {
+  PayloadPart part;
+  SetAgreementPart(fields, part);
   return part;
 }
 

@@ -121,7 +121,7 @@ absl::Status CasqCompressor::Bind(std::int64_t elements) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Payload> CasqCompressor::Encode(std::span<const float> gradient, const EncodeContext& context) {
+absl::Status CasqCompressor::EncodeInto(std::span<const float> gradient, const EncodeContext& context, Payload& payload) {
   if (absl::Status s = Bind(static_cast<std::int64_t>(gradient.size())); !s.ok()) return s;
   EncodeSettings settings;
   settings.bits = params_.bits;
@@ -144,21 +144,22 @@ absl::StatusOr<Payload> CasqCompressor::Encode(std::span<const float> gradient, 
                                                    " has ", e.nonfinite, " non-finite values (NaN or infinity)"));
   }
   // Part ops are not used: CASQ payloads are all-gathered.
-  Payload payload;
-  payload.parts.push_back(MakeAgreementPart(Fields(elements_, params_)));
-  PayloadPart& layout = payload.parts.emplace_back(kLayout, DataType::kUInt64, ReduceOp::kBitOr, 2);
+  payload.parts.resize(5);
+  SetAgreementPart(Fields(elements_, params_), payload.parts[0]);
+  PayloadPart& layout = payload.parts[1];
+  layout.Reset(kLayout, DataType::kUInt64, ReduceOp::kBitOr, 2);
   layout.view<std::uint64_t>()[0] = static_cast<std::uint64_t>(e.positions);
   layout.view<std::uint64_t>()[1] = static_cast<std::uint64_t>(e.count);
-  PayloadPart& codebook =
-      payload.parts.emplace_back(kCodebook, DataType::kFloat32, ReduceOp::kSum, static_cast<std::int64_t>(e.levels.size()));
+  PayloadPart& codebook = payload.parts[2];
+  codebook.Reset(kCodebook, DataType::kFloat32, ReduceOp::kSum, static_cast<std::int64_t>(e.levels.size()));
   std::copy(e.levels.begin(), e.levels.end(), codebook.view<float>().begin());
-  PayloadPart& bitmap =
-      payload.parts.emplace_back(kBitmap, DataType::kUInt64, ReduceOp::kBitOr, static_cast<std::int64_t>(e.bitmap.size()));
+  PayloadPart& bitmap = payload.parts[3];
+  bitmap.Reset(kBitmap, DataType::kUInt64, ReduceOp::kBitOr, static_cast<std::int64_t>(e.bitmap.size()));
   std::copy(e.bitmap.begin(), e.bitmap.end(), bitmap.view<std::uint64_t>().begin());
-  PayloadPart& codes =
-      payload.parts.emplace_back(kCodes, DataType::kUInt64, ReduceOp::kBitOr, static_cast<std::int64_t>(e.codes.size()));
+  PayloadPart& codes = payload.parts[4];
+  codes.Reset(kCodes, DataType::kUInt64, ReduceOp::kBitOr, static_cast<std::int64_t>(e.codes.size()));
   std::copy(e.codes.begin(), e.codes.end(), codes.view<std::uint64_t>().begin());
-  return payload;
+  return absl::OkStatus();
 }
 
 absl::Status CasqCompressor::Decode(std::span<const Payload> payloads, const DecodeOptions& options, std::span<float> out) {

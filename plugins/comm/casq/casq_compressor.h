@@ -30,7 +30,8 @@ class CasqCompressor final : public Compressor {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<CasqCompressor>> Create(const CasqParams& params);
 
   [[nodiscard]] bool mergeable() const noexcept override { return false; }
-  [[nodiscard]] absl::StatusOr<Payload> Encode(std::span<const float> gradient, const EncodeContext& context) override;
+  [[nodiscard]] absl::Status EncodeInto(std::span<const float> gradient, const EncodeContext& context,
+                                        Payload& payload) override;
   [[nodiscard]] absl::Status Decode(std::span<const Payload> payloads, const DecodeOptions& options,
                                     std::span<float> out) override;
   // Exact for a rank with density * n non-zeros (the position mode follows the same rule as

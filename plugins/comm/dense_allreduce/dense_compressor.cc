@@ -50,11 +50,11 @@ absl::Status DenseCompressor::Bind(std::int64_t elements) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Payload> DenseCompressor::Encode(std::span<const float> gradient, const EncodeContext& context) {
+absl::Status DenseCompressor::EncodeInto(std::span<const float> gradient, const EncodeContext& context, Payload& payload) {
   if (absl::Status s = Bind(static_cast<std::int64_t>(gradient.size())); !s.ok()) return s;
-  Payload payload;
-  payload.parts.push_back(MakeAgreementPart(Fields(elements_)));
-  payload.parts.emplace_back(kValues, DataType::kFloat32, ReduceOp::kSum, elements_);
+  payload.parts.resize(2);
+  SetAgreementPart(Fields(elements_), payload.parts[0]);
+  payload.parts[1].Reset(kValues, DataType::kFloat32, ReduceOp::kSum, elements_);
   std::span<float> values = payload.parts[1].view<float>();
   std::int64_t nonfinite = 0;
   if (params_.use_cuda) {
@@ -69,7 +69,7 @@ absl::StatusOr<Payload> DenseCompressor::Encode(std::span<const float> gradient,
     return absl::InvalidArgumentError(absl::StrCat("none: gradient of rank ", context.rank, " at step ", context.step,
                                                    " has ", nonfinite, " non-finite values (NaN or infinity)"));
   }
-  return payload;
+  return absl::OkStatus();
 }
 
 absl::Status DenseCompressor::Decode(std::span<const Payload> payloads, const DecodeOptions& options, std::span<float> out) {

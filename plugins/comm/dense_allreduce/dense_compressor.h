@@ -20,7 +20,8 @@ class DenseCompressor final : public Compressor {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<DenseCompressor>> Create(const DenseParams& params);
 
   [[nodiscard]] bool mergeable() const noexcept override { return true; }
-  [[nodiscard]] absl::StatusOr<Payload> Encode(std::span<const float> gradient, const EncodeContext& context) override;
+  [[nodiscard]] absl::Status EncodeInto(std::span<const float> gradient, const EncodeContext& context,
+                                        Payload& payload) override;
   [[nodiscard]] absl::Status Decode(std::span<const Payload> payloads, const DecodeOptions& options,
                                     std::span<float> out) override;
   [[nodiscard]] absl::StatusOr<CompressionCost> Cost(const CompressionQuery& query) const override;

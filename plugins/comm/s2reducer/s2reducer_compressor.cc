@@ -84,13 +84,14 @@ absl::Status S2ReducerCompressor::Bind(std::int64_t elements) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Payload> S2ReducerCompressor::Encode(std::span<const float> gradient, const EncodeContext& context) {
+absl::Status S2ReducerCompressor::EncodeInto(std::span<const float> gradient, const EncodeContext& context,
+                                             Payload& payload) {
   if (absl::Status s = Bind(static_cast<std::int64_t>(gradient.size())); !s.ok()) return s;
   const SketchShape& shape = *shape_;
-  Payload payload;
-  payload.parts.push_back(MakeAgreementPart(Fields(shape)));
-  payload.parts.emplace_back(kBitmap, DataType::kUInt64, ReduceOp::kBitOr, shape.bitmap_words());
-  payload.parts.emplace_back(kSketch, DataType::kFloat32, ReduceOp::kSum, shape.counters());
+  payload.parts.resize(3);
+  SetAgreementPart(Fields(shape), payload.parts[0]);
+  payload.parts[1].Reset(kBitmap, DataType::kUInt64, ReduceOp::kBitOr, shape.bitmap_words());
+  payload.parts[2].Reset(kSketch, DataType::kFloat32, ReduceOp::kSum, shape.counters());
   std::span<std::uint64_t> bitmap = payload.parts[1].view<std::uint64_t>();
   std::span<float> sketch = payload.parts[2].view<float>();
   EncodeStats stats;
@@ -108,7 +109,7 @@ absl::StatusOr<Payload> S2ReducerCompressor::Encode(std::span<const float> gradi
                                                    context.step, " has ", stats.nonfinite,
                                                    " non-finite values (NaN or infinity)"));
   }
-  return payload;
+  return absl::OkStatus();
 }
 
 absl::Status S2ReducerCompressor::Decode(std::span<const Payload> payloads, const DecodeOptions& options,

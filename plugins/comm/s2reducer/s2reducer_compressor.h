@@ -29,7 +29,8 @@ class S2ReducerCompressor final : public Compressor {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<S2ReducerCompressor>> Create(const S2ReducerParams& params);
 
   [[nodiscard]] bool mergeable() const noexcept override { return true; }
-  [[nodiscard]] absl::StatusOr<Payload> Encode(std::span<const float> gradient, const EncodeContext& context) override;
+  [[nodiscard]] absl::Status EncodeInto(std::span<const float> gradient, const EncodeContext& context,
+                                        Payload& payload) override;
   [[nodiscard]] absl::Status Decode(std::span<const Payload> payloads, const DecodeOptions& options,
                                     std::span<float> out) override;
   // Assumes each rank's non-zeros sit at independent uniformly random positions, so the

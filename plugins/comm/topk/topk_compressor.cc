@@ -73,13 +73,13 @@ absl::Status TopKCompressor::Bind(std::int64_t elements) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Payload> TopKCompressor::Encode(std::span<const float> gradient, const EncodeContext& context) {
+absl::Status TopKCompressor::EncodeInto(std::span<const float> gradient, const EncodeContext& context, Payload& payload) {
   if (absl::Status s = Bind(static_cast<std::int64_t>(gradient.size())); !s.ok()) return s;
-  Payload payload;
-  payload.parts.push_back(MakeAgreementPart(Fields(elements_, k_)));
+  payload.parts.resize(3);
+  SetAgreementPart(Fields(elements_, k_), payload.parts[0]);
   // The op is not used: top-k payloads are all-gathered.
-  payload.parts.emplace_back(kIndices, DataType::kUInt32, ReduceOp::kBitOr, k_);
-  payload.parts.emplace_back(kValues, DataType::kFloat32, ReduceOp::kSum, k_);
+  payload.parts[1].Reset(kIndices, DataType::kUInt32, ReduceOp::kBitOr, k_);
+  payload.parts[2].Reset(kValues, DataType::kFloat32, ReduceOp::kSum, k_);
   std::span<std::uint32_t> indices = payload.parts[1].view<std::uint32_t>();
   std::span<float> values = payload.parts[2].view<float>();
   std::int64_t nonfinite = 0;
@@ -96,7 +96,7 @@ absl::StatusOr<Payload> TopKCompressor::Encode(std::span<const float> gradient, 
     return absl::InvalidArgumentError(absl::StrCat("topk: gradient of rank ", context.rank, " at step ", context.step,
                                                    " has ", nonfinite, " non-finite values (after error feedback)"));
   }
-  return payload;
+  return absl::OkStatus();
 }
 
 absl::Status TopKCompressor::Decode(std::span<const Payload> payloads, const DecodeOptions& options, std::span<float> out) {

@@ -25,7 +25,8 @@ class TopKCompressor final : public Compressor {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<TopKCompressor>> Create(const TopKParams& params);
 
   [[nodiscard]] bool mergeable() const noexcept override { return false; }
-  [[nodiscard]] absl::StatusOr<Payload> Encode(std::span<const float> gradient, const EncodeContext& context) override;
+  [[nodiscard]] absl::Status EncodeInto(std::span<const float> gradient, const EncodeContext& context,
+                                        Payload& payload) override;
   [[nodiscard]] absl::Status Decode(std::span<const Payload> payloads, const DecodeOptions& options,
                                     std::span<float> out) override;
   // Exact for the wire (k pairs per rank); density does not matter to top-k.

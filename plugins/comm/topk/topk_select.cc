@@ -30,6 +30,10 @@ Bin FindBin(const std::vector<std::int64_t>& histogram, std::int64_t k) {
 Threshold FindThreshold(std::span<const float> values, std::int64_t k) {
   std::vector<std::int64_t> high(1u << 15, 0);
   for (float v : values) ++high[MagnitudeKey(v) >> 16];
+  return FindThresholdFromHigh(values, high, k);
+}
+
+Threshold FindThresholdFromHigh(std::span<const float> values, const std::vector<std::int64_t>& high, std::int64_t k) {
   const Bin h = FindBin(high, k);
   std::vector<std::int64_t> low(1u << 16, 0);
   for (float v : values) {
@@ -48,18 +52,22 @@ std::int64_t SelectTopK(std::span<const float> gradient, std::span<float> residu
                         std::span<std::uint32_t> indices, std::span<float> values) {
   const bool feedback = !residual.empty();
   const std::size_t n = gradient.size();
-  std::int64_t nonfinite = 0;
+  // The error-feedback sum, the non-finite check and the first radix-select histogram share
+  // one pass over the values. Non-finite keys fall in the top bins of the histogram.
+  std::vector<std::int64_t> high(1u << 15, 0);
   if (feedback) {
     for (std::size_t i = 0; i < n; ++i) {
       residual[i] += gradient[i];
-      nonfinite += MagnitudeKey(residual[i]) >= kNonFiniteKey;
+      ++high[MagnitudeKey(residual[i]) >> 16];
     }
   } else {
-    for (std::size_t i = 0; i < n; ++i) nonfinite += MagnitudeKey(gradient[i]) >= kNonFiniteKey;
+    for (std::size_t i = 0; i < n; ++i) ++high[MagnitudeKey(gradient[i]) >> 16];
   }
+  std::int64_t nonfinite = 0;
+  for (std::uint32_t b = kNonFiniteKey >> 16; b < high.size(); ++b) nonfinite += high[b];
   if (nonfinite > 0) return nonfinite;
   std::span<const float> corrected = feedback ? std::span<const float>(residual) : gradient;
-  const Threshold t = FindThreshold(corrected, k);
+  const Threshold t = FindThresholdFromHigh(corrected, high, k);
   std::int64_t out = 0, equal_taken = 0;
   for (std::size_t i = 0; i < n && out < k; ++i) {
     const std::uint32_t key = MagnitudeKey(corrected[i]);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace testbed::topk {
 
@@ -17,6 +18,11 @@ struct Threshold {
 
 // Requires 1 <= k <= values.size() and finite values.
 [[nodiscard]] Threshold FindThreshold(std::span<const float> values, std::int64_t k);
+
+// The second half of FindThreshold, for callers that built the histogram of the top 16 key
+// bits (2^15 bins) themselves while making `values`.
+[[nodiscard]] Threshold FindThresholdFromHigh(std::span<const float> values, const std::vector<std::int64_t>& high,
+                                              std::int64_t k);
 
 // Selects k values into `indices` and `values` (k each, index order).
 // With error feedback (`residual` non-empty, same length as `gradient`): the corrected
