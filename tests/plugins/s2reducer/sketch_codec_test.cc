@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <random>
 #include <set>
 #include <vector>
@@ -174,6 +175,8 @@ TEST(SketchCodec, EstimateErrorStaysWithinTheCountSketchBound) {
   ASSERT_GT(estimates, 30000);
   const double rate = static_cast<double>(failures) / static_cast<double>(estimates);
   RecordProperty("failure_rate", std::to_string(rate));
+  std::cout << "[ measured ] " << failures << " of " << estimates << " estimates beyond eps * ||x||_2 (rate " << rate
+            << ", bound " << kDelta << "); worst error " << worst << " x eps * ||x||_2\n";
   EXPECT_LE(rate, kDelta) << failures << " of " << estimates << " estimates off by more than eps * ||x||_2"
                           << " (worst " << worst << " x the bound)";
 }
