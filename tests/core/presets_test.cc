@@ -293,9 +293,15 @@ TEST(PresetsTest, DenseModelsMatchClosedForms) {
     if (g.shape.experts > 0) continue;
     const double L = g.shape.layers, h = g.shape.hidden, s = g.shape.seq_len, V = g.shape.vocab;
     EXPECT_EQ(g.shape.ffn_hidden, g.shape.hidden * 4) << name;
-    EXPECT_EQ(static_cast<double>(g.TotalParams()), DenseParams(L, h, s, V)) << name;
-    EXPECT_NEAR(g.TrainFlopsPerSample() / TrainFlops(L, h, s, V), 1.0, 1e-12) << name;
-    EXPECT_NEAR(g.FwdFlopsPerSample() / (TrainFlops(L, h, s, V) / 3), 1.0, 1e-12) << name;
+    // BERT's masked-LM head adds a transform before the logits: an h x h dense layer with
+    // bias and a LayerNorm (h² + 3h parameters, 2sh² forward FLOPs per sample).
+    const bool bert = g.shape.family == "bert";
+    const double params = DenseParams(L, h, s, V) + (bert ? h * h + 3 * h : 0) + (g.shape.tied_embeddings ? 0 : V * h);
+    const double train = TrainFlops(L, h, s, V) + (bert ? 3 * 2 * s * h * h : 0);
+    EXPECT_EQ(static_cast<double>(g.TotalParams()), params) << name;
+    EXPECT_NEAR(g.TrainFlopsPerSample() / train, 1.0, 1e-12) << name;
+    EXPECT_NEAR(g.FwdFlopsPerSample() / (train / 3), 1.0, 1e-12) << name;
+    EXPECT_EQ(g.layers[1].causal, !bert) << name;
     // Korthikanti et al. 2022: a block stores sh(34 + 5as/h) bytes of activations per sample.
     const double a = g.shape.heads;
     const double block = static_cast<double>(g.layers[1].activation_bytes_per_sample +
@@ -304,6 +310,16 @@ TEST(PresetsTest, DenseModelsMatchClosedForms) {
     ++checked;
   }
   EXPECT_GE(checked, 16);
+}
+
+TEST(PresetsTest, BertLargeHasItsPublishedSize) {
+  // BERT-large (Devlin et al. 2019): 24 x 1024, 16 heads, about 340M parameters. By hand with
+  // the formula above (s 512, V 30522): 12·24·1024² + 13·24·1024 + 30522·1024 + 512·1024
+  // + 2·1024 + 1024² + 3·1024 = 301,989,888 + 319,488 + 31,254,528 + 524,288 + 2,048
+  // + 1,048,576 + 3,072 = 335,141,888.
+  auto m = ModelPreset("bert-large");
+  if (!m.ok()) GTEST_SKIP() << "no bert-large preset";
+  EXPECT_EQ((*m)->TotalParams(), 335141888);
 }
 
 TEST(PresetsTest, GptSizesAreWhatTheirNamesSay) {
