@@ -186,6 +186,15 @@ TEST_F(ExperimentTest, SetOfExperimentKeysEditsTheFile) {
   EXPECT_EQ(Int(ex->runs()[0], {"experiment", "seed"}), 9);
 }
 
+TEST_F(ExperimentTest, SetOfTheSweepReplacesItsValues) {
+  auto ex = Load(std::string(kHeader) + "[sweep]\n\"train.steps\" = [1, 2]\n[[arm]]\nname = \"a\"\n",
+                 {"sweep.\"train.steps\"=[7, 8, 9]"});
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  EXPECT_THAT(ex->points(), ElementsAre("7", "8", "9"));
+  ASSERT_EQ(ex->runs().size(), 3u);
+  EXPECT_EQ(Int(ex->runs()[2], {"train", "steps"}), 9);
+}
+
 TEST_F(ExperimentTest, DuplicateArmNamesAreRefusedWithPosition) {
   auto ex = Load(std::string(kHeader) + "[[arm]]\nname = \"a\"\n[[arm]]\nname = \"a\"\n");
   ASSERT_FALSE(ex.ok());

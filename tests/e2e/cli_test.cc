@@ -311,6 +311,12 @@ TEST_F(CliTest, SetOnlyAndDryRun) {
   ASSERT_TRUE(c.ok());
   ASSERT_EQ(c->runs.size(), 3u);
   for (const StoredRun& run : c->runs) EXPECT_EQ(run.arm, "recompute");
+  // A dry run now marks the completed runs.
+  CliResult dry_again = Cli({"run", file, "--dry-run"});
+  ASSERT_EQ(dry_again.code, 0) << dry_again.err;
+  size_t skipped = 0;
+  for (size_t at = 0; (at = dry_again.out.find("(done, skipped)", at)) != std::string::npos; ++at) ++skipped;
+  EXPECT_EQ(skipped, 3u) << dry_again.out;
   CliResult bad_only = Cli({"run", file, "--only", "nosuch"});
   EXPECT_NE(bad_only.code, 0);
   EXPECT_THAT(bad_only.err, HasSubstr("--only nosuch: no such arm; arms are uniform, recompute"));
@@ -414,6 +420,65 @@ TEST_F(CliTest, ResumeSkipsCompletedRuns) {
   CliResult changed = Cli({"run", file, "--set", "train.steps=2"});
   ASSERT_EQ(changed.code, 0) << changed.err;
   EXPECT_THAT(changed.out, HasSubstr("6 runs: 6 ran, 0 already in"));
+}
+
+TEST_F(CliTest, FreshKeepsTheOldFileAsABackup) {
+  const std::string file = Experiment("basic", kBasic);
+  ASSERT_EQ(Cli({"run", file}).code, 0);
+  const std::string before = testing::ReadFile(Out("basic"));
+  CliResult fresh = Cli({"run", file, "--fresh"});
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  EXPECT_THAT(fresh.out, HasSubstr("6 runs: 6 ran, 0 already in"));
+  EXPECT_THAT(fresh.err, HasSubstr("previous results kept as " + Out("basic") + "."));
+  int backups = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("basic.h5.", 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".bak") {
+      ++backups;
+      EXPECT_EQ(testing::ReadFile(e.path()), before);
+    }
+  }
+  EXPECT_EQ(backups, 1);
+}
+
+TEST_F(CliTest, InterruptStopsCleanlyAndTheSameCommandResumes) {
+  std::string text = R"(device_model = "fixture.flops"
+partitioner = { use = "fixture.slow", sleep_ms = 300 }
+[experiment]
+name = "interrupted"
+backend = "plan"
+output = "{OUT}"
+[cluster]
+preset = "hpwnv"
+[model]
+preset = "gpt-1.5b"
+)";
+  for (int i = 0; i < 6; ++i) absl::StrAppend(&text, "[[arm]]\nname = \"a", i, "\"\n");
+  const std::string file = Experiment("interrupted", text);
+  const std::string out = Out("interrupted");
+  const pid_t pid = Spawn({"run", file, "-j", "1"}, kGoodPlugins, "interrupted");
+  ASSERT_GT(pid, 0);
+  size_t seen = 0;
+  for (int i = 0; i < 3000 && seen < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::error_code ec;
+    if (!std::filesystem::exists(out, ec)) continue;
+    auto c = ResultsFile::Read(out, false);
+    if (c.ok()) seen = c->runs.size();
+  }
+  ::kill(pid, SIGINT);
+  CliResult stopped = Collect(pid, "interrupted");
+  ASSERT_GE(seen, 1u);
+  EXPECT_EQ(stopped.code, 1) << stopped.err;
+  EXPECT_THAT(stopped.err, HasSubstr("interrupted after "));
+  EXPECT_THAT(stopped.err, HasSubstr("the same command resumes"));
+  auto c = ResultsFile::Read(out, false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const size_t done = c->runs.size();
+  EXPECT_LT(done, 6u);
+  CliResult again = Cli({"run", file});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr(absl::StrCat("6 runs: ", 6 - done, " ran, ", done, " already in")));
 }
 
 TEST_F(CliTest, KillDuringAnExperimentLeavesAReadableFileAndResumes) {
