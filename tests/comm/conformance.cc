@@ -244,13 +244,13 @@ void CheckGatherScatter(CommGroup& group, BufferSpace& space) {
   });
 }
 
-void CheckPointToPoint(CommGroup& group, BufferSpace& space) {
+void CheckPointToPoint(CommGroup& group, BufferSpace& space, const P2pFeatures& features) {
   const int n = group.size();
   const int me = group.rank();
   const int next = (me + 1) % n;
   const int prev = (me + n - 1) % n;
   // A ring shift: everyone sends and receives at once, so both sides are asynchronous.
-  {
+  if (n > 1 || features.sends_to_self) {
     std::vector<std::int64_t> mine(777);
     for (size_t i = 0; i < mine.size(); ++i) mine[i] = Value<std::int64_t>(me, static_cast<std::int64_t>(i), 300);
     SpaceBuffer<std::int64_t> send(space, mine);
@@ -265,10 +265,11 @@ void CheckPointToPoint(CommGroup& group, BufferSpace& space) {
     for (size_t i = 0; i < expected.size(); ++i) expected[i] = Value<std::int64_t>(prev, static_cast<std::int64_t>(i), 300);
     EXPECT_EQ(recv.Get(), expected) << "ring shift on rank " << me;
   }
-  // Two messages from rank 0 to the last rank, received in the other order: tags match them.
-  // The receive buffers are larger than the messages.
+  // Two messages from rank 0 to the last rank with tags 1 and 2, received in the other
+  // order where tags reorder, and into larger buffers where allowed.
   if (n >= 2 && (me == 0 || me == n - 1)) {
-    std::vector<float> a(6, 1.5f), b(4, -2.0f);
+    const std::vector<float> a(6, 1.5f), b(4, -2.0f);
+    const std::int64_t room_a = features.larger_receive ? 10 : 6, room_b = features.larger_receive ? 10 : 4;
     if (me == 0) {
       SpaceBuffer<float> sa(space, a), sb(space, b);
       auto s1 = group.ISend(sa.data(), 6, DataType::kFloat32, n - 1, 1);
@@ -277,9 +278,19 @@ void CheckPointToPoint(CommGroup& group, BufferSpace& space) {
       EXPECT_TRUE((*s2)->Wait().ok());
       EXPECT_TRUE((*s1)->Wait().ok());
     } else {
-      SpaceBuffer<float> ra(space, std::vector<float>(10, 0.0f)), rb(space, std::vector<float>(10, 0.0f));
-      absl::Status s2 = group.Recv(rb.data(), 10, DataType::kFloat32, 0, 2);
-      absl::Status s1 = group.Recv(ra.data(), 10, DataType::kFloat32, 0, 1);
+      SpaceBuffer<float> ra(space, std::vector<float>(static_cast<size_t>(room_a), 0.0f));
+      SpaceBuffer<float> rb(space, std::vector<float>(static_cast<size_t>(room_b), 0.0f));
+      absl::Status s1, s2;
+      if (features.reorders_by_tag) {
+        s2 = group.Recv(rb.data(), room_b, DataType::kFloat32, 0, 2);
+        s1 = group.Recv(ra.data(), room_a, DataType::kFloat32, 0, 1);
+      } else {
+        auto r1 = group.IRecv(ra.data(), room_a, DataType::kFloat32, 0, 1);
+        auto r2 = group.IRecv(rb.data(), room_b, DataType::kFloat32, 0, 2);
+        ASSERT_TRUE(r1.ok() && r2.ok());
+        s1 = (*r1)->Wait();
+        s2 = (*r2)->Wait();
+      }
       ASSERT_TRUE(s1.ok() && s2.ok()) << s1 << " " << s2;
       std::vector<float> got_a = ra.Get(), got_b = rb.Get();
       EXPECT_EQ(std::vector<float>(got_a.begin(), got_a.begin() + 6), a);
@@ -422,11 +433,11 @@ void CheckSubGroups(CommGroup& group, BufferSpace& space) {
   }
 }
 
-void CheckEverything(CommGroup& group, BufferSpace& space) {
+void CheckEverything(CommGroup& group, BufferSpace& space, const P2pFeatures& features) {
   CheckAllReduce(group, space);
   CheckBroadcast(group, space);
   CheckGatherScatter(group, space);
-  CheckPointToPoint(group, space);
+  CheckPointToPoint(group, space, features);
   CheckAsync(group, space);
   CheckSameResultEverywhere(group, space);
   CheckArgumentErrors(group);

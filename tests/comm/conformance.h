@@ -12,6 +12,13 @@
 
 namespace testbed::testing {
 
+// What a communicator's point-to-point supports beyond NCCL's semantics.
+struct P2pFeatures {
+  bool sends_to_self = true;      // a rank may send to itself
+  bool reorders_by_tag = true;    // receives match sends by tag, not only by posting order
+  bool larger_receive = true;     // a receive may post more room than the message needs
+};
+
 // All-reduce (sum, max, min; bit_or on unsigned types) on every element type, in place and
 // not, with counts that do not divide by the group size.
 void CheckAllReduce(CommGroup& group, BufferSpace& space);
@@ -19,8 +26,8 @@ void CheckAllReduce(CommGroup& group, BufferSpace& space);
 void CheckBroadcast(CommGroup& group, BufferSpace& space);
 // All-gather(-v), reduce-scatter(-v) and all-to-all(-v) with uneven (and zero) counts.
 void CheckGatherScatter(CommGroup& group, BufferSpace& space);
-// Send/receive around a ring and matched by tag out of order; barriers.
-void CheckPointToPoint(CommGroup& group, BufferSpace& space);
+// Send/receive around a ring and matched by tag (out of order where supported); barriers.
+void CheckPointToPoint(CommGroup& group, BufferSpace& space, const P2pFeatures& features = {});
 // Several asynchronous operations in flight, waited for out of order and by polling.
 void CheckAsync(CommGroup& group, BufferSpace& space);
 // Every member gets bitwise the same float sum of random inputs.
@@ -32,7 +39,7 @@ void CheckArgumentErrors(CommGroup& group);
 void CheckSubGroups(CommGroup& group, BufferSpace& space);
 
 // Runs all of the above.
-void CheckEverything(CommGroup& group, BufferSpace& space);
+void CheckEverything(CommGroup& group, BufferSpace& space, const P2pFeatures& features = {});
 
 // Rank `missing` never joins an all-reduce: every other rank must get DeadlineExceeded
 // naming the operation and the missing rank, and the group is broken afterwards. The missing

@@ -172,7 +172,8 @@ class CommGroup {
   // Point-to-point, matched by (source, destination, tag) in posting order; tag in
   // [0, kMaxTag]. The receive's count must be at least the send's (the received count is the
   // send's). A send may finish before its receive is posted or wait for it (as in MPI):
-  // exchanges in both directions need ISend/IRecv.
+  // exchanges in both directions need ISend/IRecv. The nccl communicator keeps NCCL's
+  // rules instead: posting order only (tags do not reorder), equal counts, no self-sends.
   static constexpr int kMaxTag = 32767;
   [[nodiscard]] virtual absl::StatusOr<CommRequestPtr> ISend(const void* buffer, std::int64_t count, DataType type,
                                                              int peer, int tag) = 0;
