@@ -10,6 +10,7 @@
 #include "config/cluster_config.h"
 #include "config/model_config.h"
 #include "config/preset_library.h"
+#include "test_support.h"
 
 namespace testbed {
 namespace {
@@ -395,6 +396,21 @@ TEST(PresetsTest, ModelErrorsPointAtTheValue) {
   ASSERT_EQ(errors2.size(), 1u);
   EXPECT_THAT(std::string(errors2.ToStatus().message()),
               HasSubstr("m.toml:3:9: [model]: unknown key 'hiden' (did you mean 'hidden'?)"));
+}
+
+TEST(PresetsTest, ErrorsInAPresetPointIntoThePresetFile) {
+  testing::TempDir root;
+  testing::WriteFile(root / "models" / "broken.toml",
+                     "# a broken preset\n[model]\nlayers = 2\nhidden = 64\nheads = \"four\"\n");
+  const PresetLibrary lib({root.path()});
+  auto doc = ConfigDoc::ParseString("[model]\npreset = \"broken\"\nseq_len = 0\n", "exp.toml");
+  ASSERT_TRUE(doc.ok());
+  ErrorList errors;
+  EXPECT_EQ(ResolveModel(*doc, {"model"}, lib, errors), nullptr);
+  const std::string msg(errors.ToStatus().message());
+  // The preset's bad value at its own file:line:column; the override's at the experiment's.
+  EXPECT_THAT(msg, HasSubstr((root / "models" / "broken.toml").string() + ":5:9: [model]: 'heads': expected int"));
+  EXPECT_THAT(msg, HasSubstr("exp.toml:3:11: [model]: 'seq_len': expected int >= 1"));
 }
 
 }  // namespace
