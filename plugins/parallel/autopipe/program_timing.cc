@@ -1,7 +1,6 @@
 #include "program_timing.h"
 
 #include <algorithm>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,8 +14,10 @@ absl::StatusOr<ProgramTiming> TimeProgram(const PipelineProgram& program, const 
   ProgramTiming t;
   t.start_s.resize(static_cast<size_t>(pp));
   t.end_of.resize(static_cast<size_t>(pp));
-  // End time of (stage, micro-batch) forward and backward, once done.
-  std::vector<std::map<int, double>> fwd_end(static_cast<size_t>(pp)), bwd_end(static_cast<size_t>(pp));
+  // End time of (stage, micro-batch) forward and backward; negative until done.
+  const size_t mbs = static_cast<size_t>(program.NumMicroBatches());
+  std::vector<std::vector<double>> fwd_end(static_cast<size_t>(pp), std::vector<double>(mbs, -1.0));
+  std::vector<std::vector<double>> bwd_end = fwd_end;
   std::vector<size_t> next(static_cast<size_t>(pp), 0);
   std::vector<double> free_at(static_cast<size_t>(pp), 0.0);
   auto transfer = [&](int boundary, int mb) {
@@ -34,21 +35,22 @@ absl::StatusOr<ProgramTiming> TimeProgram(const PipelineProgram& program, const 
       while (next[static_cast<size_t>(s)] < ops.size()) {
         const PipelineOp& op = ops[next[static_cast<size_t>(s)]];
         double ready = free_at[static_cast<size_t>(s)];
+        const size_t mb = static_cast<size_t>(op.micro_batch);
         if (op.kind == Kind::kForward && s > 0) {
-          auto it = fwd_end[static_cast<size_t>(s - 1)].find(op.micro_batch);
-          if (it == fwd_end[static_cast<size_t>(s - 1)].end()) break;
-          ready = std::max(ready, it->second + transfer(s - 1, op.micro_batch));
+          const double prev = fwd_end[static_cast<size_t>(s - 1)][mb];
+          if (prev < 0) break;
+          ready = std::max(ready, prev + transfer(s - 1, op.micro_batch));
         }
         if (op.kind == Kind::kBackward && s + 1 < pp) {
-          auto it = bwd_end[static_cast<size_t>(s + 1)].find(op.micro_batch);
-          if (it == bwd_end[static_cast<size_t>(s + 1)].end()) break;
-          ready = std::max(ready, it->second + transfer(s, op.micro_batch));
+          const double next_stage = bwd_end[static_cast<size_t>(s + 1)][mb];
+          if (next_stage < 0) break;
+          ready = std::max(ready, next_stage + transfer(s, op.micro_batch));
         }
         const double end = ready + cost(s, op.kind, program.Fraction(op.micro_batch));
         t.start_s[static_cast<size_t>(s)].push_back(ready);
         t.end_of[static_cast<size_t>(s)].push_back(end);
-        if (op.kind == Kind::kForward) fwd_end[static_cast<size_t>(s)][op.micro_batch] = end;
-        if (op.kind == Kind::kBackward) bwd_end[static_cast<size_t>(s)][op.micro_batch] = end;
+        if (op.kind == Kind::kForward) fwd_end[static_cast<size_t>(s)][mb] = end;
+        if (op.kind == Kind::kBackward) bwd_end[static_cast<size_t>(s)][mb] = end;
         if (op.kind == Kind::kForward && s == pp - 1) {
           t.startup_s = first_last_forward ? ready : std::min(t.startup_s, ready);
           first_last_forward = false;
