@@ -67,7 +67,11 @@ absl::StatusOr<Plan> PiperPartitioner::Partition(const PlanningContext& ctx) {
       st.recompute_layers = recompute[s] ? st.end_layer - st.first_layer : 0;
       any = any || recompute[s];
     }
-    plan.recompute = any ? RecomputeMode::kFull : RecomputeMode::kNone;
+    // Without full recomputation anywhere the run's own policy (e.g. selective) stays; a plan
+    // has one policy, so a stage that recomputes fully makes it "full" for the record.
+    const RecomputeMode own = ctx.parallel.recompute == RecomputeMode::kSelective ? RecomputeMode::kSelective
+                                                                                  : RecomputeMode::kNone;
+    plan.recompute = any ? RecomputeMode::kFull : own;
   };
   Plan plan;
   if (search_) {

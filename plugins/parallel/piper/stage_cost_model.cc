@@ -27,7 +27,9 @@ absl::StatusOr<std::vector<Unit>> ProfileUnits(const PlanningContext& ctx, int t
       unit.fwd += f;
       unit.bwd += b;
       unit.params += static_cast<double>(layer.params) / tp;
-      unit.activation += ActivationBytes(layer, mb, tp, sp, false);
+      // Kept activations follow the run's own policy (selective recomputation drops the
+      // attention scores); Piper's own choice per stage is full recomputation or not.
+      unit.activation += ActivationBytes(layer, mb, tp, sp, ctx.parallel.recompute == RecomputeMode::kSelective);
       unit.checkpoint += CheckpointBytes(layer, mb, tp, sp);
     }
     unit.output_bytes = static_cast<double>(ctx.model.layers[static_cast<size_t>(bounds[u + 1] - 1)].output_bytes_per_sample) *
