@@ -1,9 +1,6 @@
-// AutoPipe's planner (Liu et al., CLUSTER 2022): the exact min-max split of per-sub-layer
-// forward + backward cost, then a heuristic search around the critical stage (the stage that
-// runs without bubbles in the 1F1B steady phase): move a block out of it to the front (the
-// stages before it re-balanced by the dynamic programme) or to the back, and shift blocks
-// forward in the stages after it; every candidate is scored by simulating 1F1B with 2P
-// micro-batches, and the fastest partition wins.
+// AutoPipe's planner (Liu et al., CLUSTER 2022): the exact min-max split of per-sub-layer cost,
+// then a search that moves blocks around the critical stage, every candidate scored by a 1F1B
+// simulation with 2P micro-batches; the fastest partition wins.
 #pragma once
 
 #include <vector>

@@ -1,7 +1,5 @@
-// The exact min-max partition of a chain by dynamic programming, for every prefix at once:
-// best(n, k) is the smallest possible largest part when the first n items are split into k
-// contiguous non-empty parts. AutoPipe starts from it and re-balances prefixes with it while
-// it searches around the critical stage.
+// The exact min-max partition of a chain by dynamic programming, for every prefix and part count
+// at once: AutoPipe starts from it and re-balances prefixes with it while it searches.
 #pragma once
 
 #include <cstddef>

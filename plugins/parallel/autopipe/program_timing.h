@@ -1,8 +1,6 @@
-// AutoPipe's light pipeline simulator: the start and end time of every operation of a
-// pipeline program when each stage runs its operations in order, a forward waits for the
-// previous stage's forward of the same micro-batch (plus the transfer), and a backward for the
-// next stage's backward. No memory, no link sharing: fast enough to score thousands of
-// candidate partitions, and exact for the full simulator when communication is free.
+// AutoPipe's light pipeline simulator: when each operation of a pipeline program starts and
+// ends, stages running in order and waiting only on their neighbours; no memory or link
+// sharing, and exact for the full simulator when communication is free.
 #pragma once
 
 #include <functional>

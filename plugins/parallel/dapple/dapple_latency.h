@@ -1,10 +1,5 @@
-// DAPPLE's pipeline latency model (Fan et al., PPoPP 2021, §4) as we read it: with M
-// micro-batches, the pivot stage Q is found from the last stage backwards (stage j takes over
-// when (M-1)(F_j+B_j) exceeds (M-1)(F_Q+B_Q) plus the warm-up and ending work between j and
-// Q), and the latency is the warm-up up to Q, Q's steady phase and the ending back from Q:
-//   L = sum_{s<=Q}(F_s + B_s + 2 C_s) + (M-1)(F_Q + B_Q) + exposed gradient all-reduce,
-// with C_s the activation transfer out of stage s (none out of Q) and the all-reduce of stage s
-// hidden behind the backwards still to run on the stages before it.
+// DAPPLE's pipeline latency model (Fan et al., PPoPP 2021) as we read it: warm-up and ending
+// through a pivot stage, the pivot's steady phase, and the gradient all-reduce left exposed.
 #pragma once
 
 #include <vector>
@@ -22,6 +17,11 @@ struct Latency {
   int pivot = 0;
 };
 
+// With M micro-batches the pivot Q is found from the last stage backwards: stage j takes over
+// when (M-1)(F_j+B_j) exceeds (M-1)(F_Q+B_Q) plus the work and transfers between j and Q. Then
+//   L = sum_{s<=Q}(F_s + B_s + 2 C_s) + (M-1)(F_Q + B_Q) + exposed all-reduce,
+// with C_s the transfer out of stage s (none out of Q) and the all-reduce of stage s hidden
+// behind the backwards still to run on the stages before it.
 [[nodiscard]] Latency PipelineLatency(const std::vector<StageLoad>& stages, int micro_batches);
 
 }  // namespace testbed::dapple

@@ -1,7 +1,5 @@
-// Partitioner component "dapple": the DAPPLE-style planner as a baseline for AutoPipe. Given
-// the degrees ([parallel]) or searching them like Megatron-LM's baseline, it splits whole
-// layers into stages by DAPPLE's recursive split and latency model, with link times from the
-// cluster (stage-to-stage transfers, data-parallel gradient all-reduce).
+// Partitioner component "dapple": the DAPPLE-style planner as a baseline for AutoPipe, at the
+// requested degrees or searching them, with link times from the cluster.
 #pragma once
 
 #include "testbed/partitioner.h"

@@ -1,8 +1,6 @@
-// The DAPPLE-style planner: DAPPLE splits the model recursively, a first stage and the best
-// plan of the rest, and scores each split with its pipeline latency model. Here the stages
-// are contiguous runs of whole layers (embedding, blocks, head) on one tensor-parallel group
-// each, replicated over the same data-parallel degree (the testbed's plans are uniform: no
-// per-stage replication or device placement policies).
+// The DAPPLE-style planner: a first stage plus the best plan of the rest, recursively, scored by
+// DAPPLE's latency model, over contiguous runs of whole layers (the testbed's uniform plans: no
+// per-stage replication or placement policies).
 #pragma once
 
 #include <vector>

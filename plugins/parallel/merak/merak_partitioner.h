@@ -1,8 +1,6 @@
-// Merak's automatic partitioner: TP, PP and DP degrees and the micro-batch size searched for
-// the cluster (the core search, every candidate simulated with the run's scheduler), stages
-// balanced on the proxy graph, stage-aware recomputation at the smallest ratio that fits,
-// and sub-pipelined tensor parallelism requested from the scheduler. Each technique can be
-// turned off for ablations.
+// Merak's automatic partitioner: degrees and micro-batch size from the core search, stages
+// balanced on the proxy graph, stage-aware recomputation at the smallest ratio that fits and
+// sub-pipelined tensor parallelism requested from the scheduler; each technique can be off.
 #pragma once
 
 #include <map>

@@ -1,7 +1,6 @@
-// Merak's automatic partitioner works on a proxy graph of the model: a chain of nodes cut
-// where no tensor but the last one crosses (in a pre-LN transformer: every attention and MLP
-// sub-layer boundary), each weighted by its cost. Here a node is a layer of the ModelGraph and
-// its weight the device model's forward plus backward time; stages balance these weights.
+// Merak's proxy graph: the model's sub-layers (where Merak's graph sharding may cut a pre-LN
+// transformer) weighted by the device model's forward + backward time, and the min-max split
+// of that chain into stages.
 #pragma once
 
 #include <cstdint>

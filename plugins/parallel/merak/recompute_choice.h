@@ -1,7 +1,6 @@
-// Choosing Merak's recomputation ratio r0 for a plan: the smallest ratio (in whole layers of
-// the first stage) whose plan fits in device memory. A memory estimate proposes the ratio and
-// the run's simulator, when the planner has one, has the last word: a plan it refuses for
-// memory moves to the next ratio.
+// Choosing Merak's recomputation ratio r0 for a plan: the smallest (in whole layers of the first
+// stage) that fits; a memory estimate proposes it and the run's simulator, when there is one,
+// confirms it (a refusal for memory moves on to the next ratio).
 #pragma once
 
 #include <functional>

@@ -1,8 +1,6 @@
-// Merak's shifted critical path pipeline schedule (Lai et al., TPDS 2023) as a pipeline
-// program: 1F1B whose recomputation is taken off the critical path (checkpointed
-// micro-batches of the cool-down phase recompute while the stage waits for their gradient,
-// the last stage never recomputes) and whose stage P-2 runs its third forward before its
-// first backward, so that the last, recompute-free stage is kept busy.
+// Merak's shifted critical path schedule (Lai et al., TPDS 2023) as a pipeline program: 1F1B
+// with the cool-down recomputation moved ahead of the gradient, no checkpointing on the last
+// stage, and stage P-2 running its third forward before its first backward.
 #pragma once
 
 #include "absl/status/statusor.h"

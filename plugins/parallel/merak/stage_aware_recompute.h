@@ -1,7 +1,6 @@
-// Merak's stage-aware recomputation: from one ratio r0 (the share of the first stage's layers
-// recomputed), stage k < P-1 recomputes r_k = 1 - (1 - r0)(P - 1)/(P - 1 - k) of its layers
-// (at least 0) and the last stage none. Later stages hold fewer micro-batches in flight, so
-// they need less recomputation and spend their spare memory on speed.
+// Merak's stage-aware recomputation: stage k < P-1 recomputes r_k = 1 - (1 - r0)(P-1)/(P-1-k)
+// of its layers (at least 0), the last stage none: later stages hold fewer micro-batches in
+// flight, so they spend their spare memory on speed.
 #pragma once
 
 #include <vector>

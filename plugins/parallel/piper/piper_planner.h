@@ -1,8 +1,6 @@
-// Piper's dynamic programme over a chain of layers: the first j layers in k stages, minimising
-// the largest stage load (time per sample up to a constant), each stage choosing activation
-// recomputation only when it needs it to fit in memory or it is cheaper. Exact for its model.
-// The testbed's plans fix the data- and tensor-parallel degrees for every stage, so Piper's
-// per-stage choice of those degrees is not searched.
+// Piper's dynamic programme over a chain of whole layers: the split into stages with the smallest
+// largest stage load that fits in memory, each stage recomputing only when it must. Exact for its
+// model; per-stage data- and tensor-parallel degrees are not searched.
 #pragma once
 
 #include <vector>

@@ -1,7 +1,5 @@
-// Piper's view of a candidate stage (Tarnawski et al., NeurIPS 2021): its load per iteration
-// (compute of every micro-batch, with or without activation recomputation, the transfers to
-// and from its neighbours, and its data-parallel gradient all-reduce) and whether it fits in
-// device memory with the activations it stashes for the micro-batches in flight under 1F1B.
+// Piper's cost of a candidate stage (Tarnawski et al., NeurIPS 2021): its load per iteration
+// (compute, transfers, gradient all-reduce) and whether it fits with the activations 1F1B keeps.
 #pragma once
 
 #include <cstdint>
