@@ -61,6 +61,10 @@ int Run(Env& env, const RunArgs& args) {
   opts.progress = args.quiet ? nullptr : stderr;
   auto summary = RunExperiment(*ex, *env.registry, *env.presets, opts);
   if (!summary.ok()) return Fail(summary.status());
+  if (summary->output.empty() || summary->table.empty()) {
+    // A secondary process under mpirun: the first one reports.
+    return summary->failed > 0 ? 1 : 0;
+  }
   std::fputs(summary->table.c_str(), stdout);
   if (args.dry_run) return 0;
   std::fprintf(stdout, "\n%d runs: %d ran, %d already in %s, %d failed\n", summary->total, summary->ran,

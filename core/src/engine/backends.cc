@@ -1,5 +1,6 @@
 #include "engine/backend.h"
 #include "engine/plan_backend.h"
+#include "exec/real_backend.h"
 #include "sim/sim_backend.h"
 
 namespace testbed {
@@ -8,6 +9,7 @@ const std::map<std::string, std::function<std::unique_ptr<Backend>()>>& BuiltinB
   static const std::map<std::string, std::function<std::unique_ptr<Backend>()>> backends = {
       {"plan", [] { return std::make_unique<PlanBackend>(); }},
       {"sim", [] { return std::make_unique<SimBackend>(); }},
+      {"real", [] { return std::make_unique<RealBackend>(); }},
   };
   return backends;
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdlib>
 #include <ctime>
 #include <deque>
 #include <exception>
@@ -70,6 +71,17 @@ StoredRun Execute(const ResolvedRun& run, const Registry& registry) {
     out.error = std::string(result.status().message());
   }
   return out;
+}
+
+// Under mpirun every process runs this command: the launcher's rank and size, or (0, 1).
+std::pair<int, int> LauncherRank() {
+  for (auto [rank_var, size_var] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                    std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+    const char* r = std::getenv(rank_var);
+    const char* n = std::getenv(size_var);
+    if (r != nullptr && n != nullptr) return {std::atoi(r), std::max(1, std::atoi(n))};
+  }
+  return {0, 1};
 }
 
 bool Selected(const std::vector<std::string>& only, const std::string& arm) {
@@ -171,12 +183,27 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
     return summary;
   }
 
+  // Under mpirun: real runs need every process (each hosts one rank), in the same order, so
+  // nothing is skipped and runs go one at a time; the other backends run on the first
+  // process only. Only the first process writes results and prints.
+  const auto [launcher_rank, launcher_size] = LauncherRank();
+  if (launcher_size > 1 && launcher_rank != 0) {
+    if (meta->backend != "real") return summary;
+    for (const ResolvedRun& r : runs) {
+      StoredRun result = Execute(r, registry);
+      if (result.status != "ok") {
+        std::fprintf(stderr, "rank %d: run %s failed: %s\n", launcher_rank, r.spec.id.c_str(), result.error.c_str());
+        ++summary.failed;
+      }
+    }
+    return summary;
+  }
   auto opened = ResultsFile::Open(summary.output, header);
   if (!opened.ok()) return opened.status();
   file.emplace(std::move(*opened));
   for (size_t i = 0; i < runs.size(); ++i) {
     const StoredRun* prev = file->Find(runs[i].spec.id);
-    if (prev && prev->status == "ok" && prev->config_hash == runs[i].config_hash) {
+    if (launcher_size == 1 && prev && prev->status == "ok" && prev->config_hash == runs[i].config_hash) {
       ++summary.skipped;
     } else {
       todo.push_back(i);
@@ -193,7 +220,7 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
   std::condition_variable cv;
   std::deque<StoredRun> finished;
   std::atomic<size_t> next{0};
-  const int jobs = std::max(1, std::min<int>(options.jobs, static_cast<int>(todo.size())));
+  const int jobs = launcher_size > 1 ? 1 : std::max(1, std::min<int>(options.jobs, static_cast<int>(todo.size())));
   std::vector<std::thread> workers;
   for (int w = 0; w < jobs; ++w) {
     workers.emplace_back([&] {

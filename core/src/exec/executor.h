@@ -1,0 +1,71 @@
+// The executor: runs a Schedule on real ranks (threads with the `local` communicator, MPI
+// processes, GPUs with NCCL) with the training engine, so that every schedule the simulator
+// times is also run for real: gradients equal single-process training, and measured task
+// times can be held against the simulator's.
+//
+// Each rank walks its own tasks in schedule order: compute tasks run the model's layers for a
+// micro-batch (forward, backward, or the recompute of a checkpointed forward), receives and
+// sends move activations and gradients between stages, data-parallel collectives all-reduce
+// (or compress) the gradients of their layers, kernel tasks step the optimizer. Tensor-parallel
+// all-reduces happen inside the layers, where Megatron-LM does them, so the schedule's
+// tensor-parallel collective tasks have no work of their own here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "testbed/communicator.h"
+#include "testbed/compressor.h"
+#include "testbed/model_graph.h"
+#include "testbed/plan.h"
+#include "testbed/schedule.h"
+
+namespace testbed::train {
+class CharCorpus;
+}
+
+namespace testbed::exec {
+
+struct ExecutorInputs {
+  const ModelGraph& model;
+  const Plan& plan;
+  const Schedule& schedule;
+  const TrainSettings& train;
+  const train::CharCorpus& corpus;
+  std::uint64_t seed = 1;  // model initialisation and data order
+  // Makes one compressor instance (one per rank and gradient bucket); empty: plain all-reduce.
+  std::function<absl::StatusOr<std::shared_ptr<Compressor>>()> make_compressor;
+};
+
+struct StepRecord {
+  double loss = 0;       // mean cross-entropy per token over the global batch
+  double grad_norm = 0;  // L2 norm of the full-model gradient before the update
+  double wall_s = 0;     // slowest rank's time for the step
+};
+
+struct TaskTime {
+  TaskId task = 0;
+  DeviceId device = 0;
+  double start_s = 0;  // from the start of the step
+  double end_s = 0;
+};
+
+struct ExecutionResult {
+  std::vector<StepRecord> steps;
+  std::vector<TaskTime> last_step_tasks;  // every task of every rank hosted here, last step
+  double pipeline_bytes_per_step = 0;     // stage-to-stage sends, all ranks
+  double data_parallel_bytes_per_step = 0;  // gradient exchange on the wire, all ranks
+  double tensor_parallel_bytes_per_step = 0;
+};
+
+// Runs `train.steps` iterations. `endpoints` are the world-group endpoints this process
+// hosts (all ranks for `local`, one for `mpi`); rank r is device r of the plan. The result
+// is complete on the process hosting world rank 0 (others return their share).
+// Errors: a rank's first failure (shape, communication deadline, ...) naming the task.
+[[nodiscard]] absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs,
+                                                      std::vector<std::unique_ptr<CommGroup>> endpoints);
+
+}  // namespace testbed::exec

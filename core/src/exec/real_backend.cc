@@ -1,0 +1,261 @@
+#include "exec/real_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "engine/stage_costs.h"
+#include "exec/executor.h"
+#include "exec/profiled_device_model.h"
+#include "sim/simulator.h"
+#include "testbed/collective.h"
+#include "testbed/communicator.h"
+#include "testbed/compressor.h"
+#include "testbed/partitioner.h"
+#include "testbed/pipeline_program.h"
+#include "testbed/scheduler.h"
+#include "testbed/status_macros.h"
+#include "testbed/train/char_corpus.h"
+
+namespace testbed {
+namespace {
+
+// Shipped data sets: $TESTBED_DATA_PATH, then <executable>/../share/testbed/data.
+absl::StatusOr<std::string> FindData(const std::string& relative) {
+  std::vector<std::filesystem::path> roots;
+  if (const char* env = std::getenv("TESTBED_DATA_PATH")) {
+    for (absl::string_view p : absl::StrSplit(env, ':', absl::SkipEmpty())) roots.emplace_back(std::string(p));
+  }
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.push_back(exe.parent_path().parent_path() / "share" / "testbed" / "data");
+  for (const auto& root : roots) {
+    if (std::filesystem::is_regular_file(root / relative, ec)) return (root / relative).string();
+  }
+  return absl::NotFoundError(absl::StrCat("data file '", relative, "' not found under TESTBED_DATA_PATH or the "
+                                          "install's share/testbed/data"));
+}
+
+// The executor's "cluster": one node of `n` ranks joined through memory.
+absl::StatusOr<Cluster> CpuCluster(int n, double bandwidth) {
+  NodeType type;
+  type.name = "cpu";
+  type.devices = n;
+  type.device.name = "cpu-core";
+  type.device.vendor = "host";
+  type.device.peak_flops[Precision::kFp32] = 5e10;
+  type.device.peak_flops[Precision::kFp16] = 5e10;
+  type.device.peak_flops[Precision::kBf16] = 5e10;
+  type.device.memory_bytes = std::int64_t{1} << 34;
+  type.device.memory_bandwidth_bytes_per_s = bandwidth;
+  type.hubs = {"memory"};
+  // Thread hand-off and copy: a few microseconds per message.
+  LinkSpec link{"memory", LinkKind::kOther, bandwidth, 2e-6};
+  for (int i = 0; i < n; ++i) type.links.push_back({absl::StrCat("gpu", i), "memory", link});
+  return Cluster::Build("cpu", {NodeGroup{type, 1}});
+}
+
+template <typename T>
+absl::StatusOr<std::shared_ptr<T>> Make(const Registry& registry, const ComponentChoice& choice) {
+  return registry.Create<T>(choice.name, choice.params);
+}
+
+struct Training {
+  Plan plan;
+  Schedule schedule;
+  exec::ExecutionResult result;
+};
+
+}  // namespace
+
+const BackendInfo& RealBackend::Info() {
+  static const BackendInfo info = [] {
+    BackendInfo b;
+    b.name = "real";
+    b.doc = "real training on ranks (threads, MPI processes) with the built-in engine";
+    b.default_metric = "final_loss";
+    b.needs_cluster = false;
+    b.kinds = {{ComponentKind::kPartitioner, true, "megatron.uniform"},
+               {ComponentKind::kScheduler, true, "1f1b"},
+               {ComponentKind::kCommunicator, true, "local"},
+               {ComponentKind::kCompressor, false, ""},
+               {ComponentKind::kDeviceModel, true, "roofline"},
+               {ComponentKind::kCollective, true, "ring"}};
+    b.sections["data"] = {
+        ParamSpec::Choice("dataset", "text", {"text"}).Doc("text: the shipped character corpus"),
+        ParamSpec::String("path", "").Doc("corpus file (default: the shipped data/text/gpl-3.0.txt)"),
+        ParamSpec::Double("validation_fraction", 0.1).Range(0, 0.5).Doc("held-out share of the corpus"),
+    };
+    b.sections["real"] = {
+        ParamSpec::Bool("check_against_single", true)
+            .Doc("also train the same model single-process and report the largest loss and gradient-norm differences"),
+        ParamSpec::Bool("predict", true).Doc("profile the layers here and report the simulator's prediction"),
+        ParamSpec::Int("profile_repeats", 3).Range(1, 100).Doc("timings per layer in the profile (median kept)"),
+    };
+    return b;
+  }();
+  return info;
+}
+
+absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registry& registry, const RunControl&) {
+  const ParamSet& data = run.sections.at("data");
+  const ParamSet& real = run.sections.at("real");
+  std::string path = data.GetOr<std::string>("path", "");
+  if (path.empty()) {
+    TESTBED_ASSIGN_OR_RETURN(path, FindData("text/gpl-3.0.txt"));
+  }
+  TESTBED_ASSIGN_OR_RETURN(train::CharCorpus corpus,
+                           train::CharCorpus::Load(path, data.GetOr<double>("validation_fraction", 0.1)));
+  // The model's vocabulary is the corpus's; weights are not tied (the engine's head is its own).
+  ModelShape shape = run.model->shape;
+  shape.vocab = corpus.vocab_size();
+  shape.tied_embeddings = false;
+  TESTBED_ASSIGN_OR_RETURN(ModelGraph graph, BuildModelGraph(shape));
+
+  const int dp = std::max(1, run.parallel.dp);
+  const int world = run.parallel.tp * run.parallel.pp * dp;
+  const double bandwidth = exec::MeasureMemcpyBandwidth();
+  TESTBED_ASSIGN_OR_RETURN(Cluster cluster, CpuCluster(world, bandwidth));
+  TESTBED_ASSIGN_OR_RETURN(auto device_model, Make<DeviceModel>(registry, *run.Component(ComponentKind::kDeviceModel)));
+  TESTBED_ASSIGN_OR_RETURN(auto partitioner, Make<Partitioner>(registry, *run.Component(ComponentKind::kPartitioner)));
+  TESTBED_ASSIGN_OR_RETURN(auto scheduler, Make<Scheduler>(registry, *run.Component(ComponentKind::kScheduler)));
+  TESTBED_ASSIGN_OR_RETURN(auto communicator,
+                           Make<Communicator>(registry, *run.Component(ComponentKind::kCommunicator)));
+  ParallelSettings parallel = run.parallel;
+  parallel.dp = dp;
+  PlanningContext ctx{graph, cluster, run.train, parallel, *device_model, run.seed, {}};
+  TESTBED_ASSIGN_OR_RETURN(Plan plan, CallPlugin("partitioner", run.Component(ComponentKind::kPartitioner)->name,
+                                                 [&] { return partitioner->Partition(ctx); }));
+  TESTBED_RETURN_IF_ERROR(plan.Validate(static_cast<int>(graph.layers.size()), cluster));
+  if (plan.zero_stage > 0) return absl::UnimplementedError("real execution runs without ZeRO sharding (zero_stage = 0)");
+  SchedulingContext sctx{graph, cluster, plan, run.train, *device_model};
+  TESTBED_ASSIGN_OR_RETURN(Schedule schedule, CallPlugin("scheduler", run.Component(ComponentKind::kScheduler)->name,
+                                                         [&] { return scheduler->BuildSchedule(sctx); }));
+  TESTBED_RETURN_IF_ERROR(schedule.Check());
+
+  std::function<absl::StatusOr<std::shared_ptr<Compressor>>()> make_compressor;
+  if (const ComponentChoice* c = run.Component(ComponentKind::kCompressor)) {
+    const ComponentChoice choice = *c;
+    make_compressor = [&registry, choice]() { return Make<Compressor>(registry, choice); };
+  }
+  exec::ExecutorInputs inputs{graph, plan, schedule, run.train, corpus, run.seed, make_compressor};
+  TESTBED_ASSIGN_OR_RETURN(auto endpoints, communicator->Connect(world));
+  TESTBED_ASSIGN_OR_RETURN(exec::ExecutionResult result, exec::Execute(inputs, std::move(endpoints)));
+
+  RunOutput out;
+  MetricSet& m = out.metrics;
+  const auto& steps = result.steps;
+  if (steps.empty()) return absl::InternalError("no training step ran");
+  m.Add("final_loss", steps.back().loss, "nats/token", Better::kLower);
+  m.Add("first_loss", steps.front().loss, "nats/token");
+  m.Add("final_grad_norm", steps.back().grad_norm, "1");
+  m.Add("ranks", world, "ranks");
+  m.Add("tp", plan.tp, "ranks");
+  m.Add("pp", plan.pp, "stages");
+  m.Add("dp", plan.dp, "replicas");
+  m.Add("micro_batches", static_cast<double>(plan.micro_batches), "micro-batches");
+  m.Add("pipeline_bytes_per_step", result.pipeline_bytes_per_step, "B");
+  m.Add("data_parallel_bytes_per_step", result.data_parallel_bytes_per_step, "B");
+  m.Add("tensor_parallel_bytes_per_step", result.tensor_parallel_bytes_per_step, "B");
+  // Measured step time: the mean after the first step (which warms caches and allocators).
+  double measured = 0;
+  int counted = 0;
+  for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i) {
+    measured += steps[i].wall_s;
+    ++counted;
+  }
+  measured /= std::max(1, counted);
+  const double tokens = static_cast<double>(plan.micro_batch * plan.micro_batches * plan.dp * shape.seq_len);
+  m.Add("measured_iteration_s", measured, "s", Better::kLower);
+  m.Add("measured_tokens_per_s", tokens / measured, "tokens/s", Better::kHigher);
+
+  std::vector<double> single_loss;
+  if (real.GetOr<bool>("check_against_single", true) && world > 1) {
+    // The same model and data on one rank: the reference every layout must reproduce.
+    Plan one = plan;
+    one.tp = one.pp = one.dp = 1;
+    one.virtual_stages = 1;
+    one.micro_batches = plan.micro_batches * plan.dp;
+    one.stages = {StageSpec{0, static_cast<int>(graph.layers.size()), 0}};
+    one.device_map = {0};
+    TESTBED_ASSIGN_OR_RETURN(Cluster solo, CpuCluster(1, bandwidth));
+    SchedulingContext one_ctx{graph, solo, one, run.train, *device_model};
+    TESTBED_ASSIGN_OR_RETURN(Schedule one_sched, ExpandPipeline(one_ctx, OneFOneBProgram(1, static_cast<int>(one.micro_batches)),
+                                                                ExpandOptions{}));
+    ParamSet local_params;
+    const ComponentEntry* local = registry.Find(ComponentKind::kCommunicator, "local");
+    if (local == nullptr) return absl::NotFoundError("the single-process check needs the 'local' communicator");
+    for (const ParamSpec& p : local->decl.params) local_params.Set(p.name(), p.default_value());
+    TESTBED_ASSIGN_OR_RETURN(auto local_comm, registry.Create<Communicator>("local", local_params));
+    TESTBED_ASSIGN_OR_RETURN(auto one_endpoints, local_comm->Connect(1));
+    exec::ExecutorInputs one_inputs{graph, one, one_sched, run.train, corpus, run.seed, make_compressor};
+    TESTBED_ASSIGN_OR_RETURN(exec::ExecutionResult ref, exec::Execute(one_inputs, std::move(one_endpoints)));
+    double loss_diff = 0, norm_diff = 0;
+    for (size_t i = 0; i < steps.size() && i < ref.steps.size(); ++i) {
+      single_loss.push_back(ref.steps[i].loss);
+      loss_diff = std::max(loss_diff, std::fabs(steps[i].loss - ref.steps[i].loss));
+      norm_diff = std::max(norm_diff, std::fabs(steps[i].grad_norm - ref.steps[i].grad_norm) /
+                                          std::max(1e-30, ref.steps[i].grad_norm));
+    }
+    m.Add("single_process_final_loss", ref.steps.back().loss, "nats/token");
+    m.Add("max_loss_diff_vs_single", loss_diff, "nats/token", Better::kLower);
+    m.Add("max_grad_norm_rel_diff_vs_single", norm_diff, "1", Better::kLower);
+  }
+
+  if (real.GetOr<bool>("predict", true)) {
+    const double cores = std::max(1u, std::thread::hardware_concurrency());
+    TESTBED_ASSIGN_OR_RETURN(exec::ProfiledDeviceModel profile,
+                             exec::ProfiledDeviceModel::Profile(graph, plan.micro_batch, plan.tp,
+                                                                static_cast<int>(real.GetOr<std::int64_t>("profile_repeats", 3)),
+                                                                world / cores, bandwidth));
+    TESTBED_ASSIGN_OR_RETURN(auto collective, Make<Collective>(registry, *run.Component(ComponentKind::kCollective)));
+    SimInputs in{graph, cluster, plan, run.train, profile, *collective};
+    TESTBED_ASSIGN_OR_RETURN(SimResult predicted, Simulate(schedule, in, SimOptions{}));
+    m.Add("predicted_iteration_s", predicted.iteration_time_s, "s");
+    m.Add("prediction_error", predicted.iteration_time_s / measured - 1.0, "1");
+  }
+
+  Table curve;
+  curve.name = "loss_curve";
+  std::vector<std::int64_t> step_ids;
+  std::vector<double> loss, norm, wall;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    step_ids.push_back(static_cast<std::int64_t>(i));
+    loss.push_back(steps[i].loss);
+    norm.push_back(steps[i].grad_norm);
+    wall.push_back(steps[i].wall_s);
+  }
+  curve.columns = {{"step", "", step_ids}, {"loss", "nats/token", loss}, {"grad_norm", "1", norm},
+                   {"wall_s", "s", wall}};
+  if (!single_loss.empty()) curve.columns.push_back({"single_process_loss", "nats/token", single_loss});
+  out.tables.push_back(std::move(curve));
+
+  Table timeline;
+  timeline.name = "timeline";
+  std::vector<std::int64_t> task, device, stream;
+  std::vector<double> start, end;
+  std::vector<std::string> kind, label, stream_name;
+  for (const exec::TaskTime& t : result.last_step_tasks) {
+    const Task& tk = schedule.task(t.task);
+    task.push_back(t.task);
+    device.push_back(t.device);
+    stream.push_back(tk.stream);
+    stream_name.emplace_back("executor");
+    start.push_back(t.start_s);
+    end.push_back(t.end_s);
+    kind.emplace_back(tk.kind == TaskKind::kCompute ? "compute" : "comm");
+    label.push_back(schedule.Describe(t.task));
+  }
+  timeline.columns = {{"task", "", task},     {"device", "", device},     {"stream", "", stream},
+                      {"stream_name", "", stream_name}, {"start_s", "s", start}, {"end_s", "s", end},
+                      {"kind", "", kind},     {"label", "", label}};
+  out.tables.push_back(std::move(timeline));
+  out.notes.push_back("timeline: measured task times of the last step (each rank runs its tasks in schedule order)");
+  return out;
+}
+
+}  // namespace testbed
