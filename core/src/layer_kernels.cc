@@ -98,6 +98,11 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       break;
     case LayerKind::kGnn:
       break;
+    case LayerKind::kDense:
+      // fp32 rows x (in -> out) and the activation that follows.
+      b.Gemm("dense", samples, h, static_cast<double>(l.ffn_hidden));
+      b.Memory("gelu", samples * h, 2);
+      break;
   }
   return b.out;
 }

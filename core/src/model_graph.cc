@@ -12,6 +12,7 @@ const char* LayerKindName(LayerKind kind) noexcept {
     case LayerKind::kMoe: return "moe";
     case LayerKind::kHead: return "head";
     case LayerKind::kGnn: return "gnn";
+    case LayerKind::kDense: return "dense";
   }
   return "?";
 }
@@ -40,11 +41,16 @@ absl::Status CheckShape(const ModelShape& s) {
   auto bad = [&](std::string what) {
     return absl::InvalidArgumentError(absl::StrCat("model '", s.name, "': ", what));
   };
-  if (s.family != "gpt" && s.family != "bert" && s.family != "moe-gpt") {
-    return bad(absl::StrCat("family '", s.family, "' is not one of gpt, bert, moe-gpt"));
+  if (s.family != "gpt" && s.family != "bert" && s.family != "moe-gpt" && s.family != "mlp") {
+    return bad(absl::StrCat("family '", s.family, "' is not one of gpt, bert, moe-gpt, mlp"));
   }
   if (s.layers < 1) return bad("layers must be >= 1");
   if (s.hidden < 1) return bad("hidden must be >= 1");
+  if (s.family == "mlp") {
+    if (s.inputs < 1) return bad("an mlp needs inputs >= 1 (input features)");
+    if (s.vocab < 2) return bad("an mlp needs vocab >= 2 (classes)");
+    return absl::OkStatus();
+  }
   if (s.heads < 1 || s.hidden % s.heads != 0) {
     return bad(absl::StrCat("hidden (", s.hidden, ") must be a positive multiple of heads (", s.heads, ")"));
   }
@@ -61,8 +67,42 @@ absl::Status CheckShape(const ModelShape& s) {
 
 }  // namespace
 
+namespace {
+
+// An MLP classifier: `layers` dense layers with GELU (the first from the inputs), then a dense
+// layer to the classes. Each layer's FLOPs are per sample (one row).
+ModelGraph BuildMlp(const ModelShape& shape) {
+  ModelGraph g;
+  g.shape = shape;
+  g.shape.seq_len = 1;
+  std::int64_t in = shape.inputs;
+  for (std::int64_t i = 0; i <= shape.layers; ++i) {
+    const bool last = i == shape.layers;
+    const std::int64_t out = last ? shape.vocab : shape.hidden;
+    Layer l;
+    l.name = last ? "classifier" : absl::StrCat("dense", i);
+    l.kind = LayerKind::kDense;
+    l.hidden = out;
+    l.ffn_hidden = in;  // the layer's input width
+    l.seq_len = 1;
+    l.vocab = shape.vocab;
+    l.fwd_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(out);
+    l.bwd_flops_per_sample = 2.0 * l.fwd_flops_per_sample;
+    l.params = in * out + out;
+    l.activation_bytes_per_sample = 4 * (in + out);  // fp32 input and pre-activation
+    l.activation_replicated_bytes_per_sample = l.activation_bytes_per_sample;
+    l.output_bytes_per_sample = 4 * out;
+    g.layers.push_back(l);
+    in = out;
+  }
+  return g;
+}
+
+}  // namespace
+
 absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
   if (absl::Status st = CheckShape(shape); !st.ok()) return st;
+  if (shape.family == "mlp") return BuildMlp(shape);
   ModelGraph g;
   g.shape = shape;
   const std::int64_t h = shape.hidden, s = shape.seq_len, a = shape.heads, v = shape.vocab;

@@ -168,7 +168,7 @@ class Expander {
       }
     }
     TESTBED_RETURN_IF_ERROR(LinkTransfers());
-    EmitGradientSync();
+    TESTBED_RETURN_IF_ERROR(EmitGradientSync());
     return std::move(sched_);
   }
 
@@ -390,9 +390,68 @@ class Expander {
   // Gradient synchronisation (bucketed over the data-parallel group, overlapping backward),
   // tied-embedding gradient all-reduce between the first and last stage, optimizer step, and
   // for ZeRO the parameter all-gather after it.
-  void EmitGradientSync() {
+  // A compressed layer's gradient exchange: every member encodes after its last backward of
+  // the layer, the payload crosses the group in the compressor's collectives, every member
+  // decodes. Returns the decode tasks (the optimizer waits for them).
+  absl::StatusOr<std::vector<TaskId>> EmitCompressed(int s, int t, int l, std::int32_t group) {
+    const GradientCompression& gc = *ctx_.compression;
+    const Layer& layer = model_.layers[static_cast<size_t>(l)];
+    CompressionQuery q;
+    q.elements = std::max<std::int64_t>(1, (layer.params + (pp_ > 1 ? layer.shared_params : 0)) / tp_);
+    q.density = layer.kind == LayerKind::kEmbedding ? gc.embedding_density : 1.0;
+    q.ranks = dp_;
+    TESTBED_ASSIGN_OR_RETURN(CompressionCost cost, gc.compressor->Cost(q));
+    std::vector<TaskId> encoded, decoded;
+    for (int d = 0; d < dp_; ++d) {
+      Task k;
+      k.kind = TaskKind::kKernel;
+      k.kernel = KernelOp::kEncode;
+      k.device = Dev(d, s, t);
+      k.stage = s;
+      k.first_layer = l;
+      k.end_layer = l + 1;
+      k.flops = cost.encode.flops;
+      k.kernel_bytes = cost.encode.bytes;
+      const TaskId after = last_bwd_[static_cast<size_t>(Slot(d, s, t))][static_cast<size_t>(l)];
+      encoded.push_back(sched_.Add(k, after >= 0 ? std::vector<TaskId>{after} : std::vector<TaskId>{}));
+    }
+    std::vector<TaskId> prev = encoded;
+    for (const WireTransfer& w : cost.transfers) {
+      Task coll;
+      coll.kind = TaskKind::kCollective;
+      coll.op = w.op;
+      coll.stream = streams::kDataComm;
+      coll.phase = Phase::kBackward;
+      coll.group = group;
+      coll.stage = s;
+      coll.first_layer = l;
+      coll.end_layer = l + 1;
+      coll.bytes = w.CollectiveBytes(dp_);
+      prev = {sched_.Add(coll, prev)};
+    }
+    for (int d = 0; d < dp_; ++d) {
+      Task k;
+      k.kind = TaskKind::kKernel;
+      k.kernel = KernelOp::kDecode;
+      k.device = Dev(d, s, t);
+      k.stage = s;
+      k.first_layer = l;
+      k.end_layer = l + 1;
+      k.flops = cost.decode.flops;
+      k.kernel_bytes = cost.decode.bytes;
+      decoded.push_back(sched_.Add(k, prev));
+    }
+    return decoded;
+  }
+
+  absl::Status EmitGradientSync() {
     const int zero = plan_.zero_stage;
     std::vector<std::vector<TaskId>> comm_of_device(static_cast<size_t>(sched_.num_devices()));
+    const GradientCompression* gc = ctx_.compression;
+    auto compressed = [&](int l) {
+      return gc != nullptr && gc->compressor != nullptr &&
+             (!gc->embedding_only || model_.layers[static_cast<size_t>(l)].kind == LayerKind::kEmbedding);
+    };
     if (dp_ > 1) {
       for (int s = 0; s < pp_; ++s) {
         // Layers in the order their gradients become final: last chunk first, descending.
@@ -405,14 +464,23 @@ class Expander {
           std::vector<DeviceId> members;
           for (int d = 0; d < dp_; ++d) members.push_back(Dev(d, s, t));
           const std::int32_t group = sched_.Group(members);
+          std::vector<int> plain;
+          for (int l : order) {
+            if (!compressed(l)) {
+              plain.push_back(l);
+              continue;
+            }
+            TESTBED_ASSIGN_OR_RETURN(std::vector<TaskId> decoded, EmitCompressed(s, t, l, group));
+            for (int d = 0; d < dp_; ++d) comm_of_device[static_cast<size_t>(Dev(d, s, t))].push_back(decoded[static_cast<size_t>(d)]);
+          }
           size_t i = 0;
-          while (i < order.size()) {
+          while (i < plain.size()) {
             double bytes = 0;
             std::vector<int> layers;
-            while (i < order.size() && (layers.empty() || bytes < static_cast<double>(opt_.dp_bucket_bytes))) {
-              const Layer& layer = model_.layers[static_cast<size_t>(order[i])];
+            while (i < plain.size() && (layers.empty() || bytes < static_cast<double>(opt_.dp_bucket_bytes))) {
+              const Layer& layer = model_.layers[static_cast<size_t>(plain[i])];
               bytes += static_cast<double>(layer.params + (pp_ > 1 ? layer.shared_params : 0)) / tp_ * elem_;
-              layers.push_back(order[i]);
+              layers.push_back(plain[i]);
               ++i;
             }
             if (bytes <= 0) continue;
@@ -475,7 +543,7 @@ class Expander {
         }
       }
     }
-    if (!opt_.optimizer_step) return;
+    if (!opt_.optimizer_step) return absl::OkStatus();
     const bool adam = ctx_.train.optimizer == "adam";
     for (int s = 0; s < pp_; ++s) {
       const double params = StageParams(plan_, model_, s) / (zero >= 1 ? dp_ : 1);
@@ -507,6 +575,7 @@ class Expander {
         }
       }
     }
+    return absl::OkStatus();
   }
 
   const SchedulingContext& ctx_;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/plugin_loader.h"
+#include "exec/data_sources.h"
 #include "exec/executor.h"
 #include "sim_fixtures.h"
 #include "testbed/communicator.h"
@@ -90,7 +91,7 @@ class ExecutorTest : public ::testing::Test {
     auto comm = Make<Communicator>("local", {{"timeout_s", 60.0}});
     auto endpoints = comm->Connect(world);
     EXPECT_TRUE(endpoints.ok()) << endpoints.status();
-    ExecutorInputs in{graph, *plan, *schedule, train, *corpus_, 5, {}};
+    ExecutorInputs in{graph, *plan, *schedule, train, TextSource(*corpus_, shape.seq_len, 5), 5, {}, {}, {}};
     auto result = Execute(in, std::move(*endpoints));
     EXPECT_TRUE(result.ok()) << layout.name << ": " << result.status();
     return result.ok() ? result->steps : std::vector<StepRecord>{};

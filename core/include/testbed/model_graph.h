@@ -11,13 +11,15 @@
 
 namespace testbed {
 
-enum class LayerKind { kEmbedding, kAttention, kMlp, kMoe, kHead, kGnn };
+enum class LayerKind { kEmbedding, kAttention, kMlp, kMoe, kHead, kGnn, kDense };
 [[nodiscard]] const char* LayerKindName(LayerKind kind) noexcept;
 
-// The shape of a transformer (GPT or BERT style, dense or MoE). FFN size 0 means 4 x hidden.
+// The shape of a transformer (GPT or BERT style, dense or MoE; FFN size 0 means 4 x hidden),
+// or of an MLP classifier (family "mlp": `inputs` features, `layers` hidden layers of width
+// `hidden` with GELU, then `vocab` classes; a sample is one row, seq_len 1).
 struct ModelShape {
   std::string name;
-  std::string family = "gpt";  // "gpt" (causal) | "bert" (bidirectional) | "moe-gpt"
+  std::string family = "gpt";  // "gpt" (causal) | "bert" (bidirectional) | "moe-gpt" | "mlp" | "mlp"
   std::int64_t layers = 0;
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
@@ -27,6 +29,7 @@ struct ModelShape {
   std::int64_t experts = 0;  // MoE: experts per MoE layer (0: dense model)
   std::int64_t top_k = 1;    // MoE: experts each token is routed to
   bool tied_embeddings = true;
+  std::int64_t inputs = 0;  // mlp: input features
 };
 
 // One layer. Per-sample figures are for one sequence of seq_len tokens, no tensor

@@ -30,6 +30,9 @@ enum class TaskKind : std::uint8_t {
 };
 
 enum class CollectiveOp : std::uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kReduce };
+
+// What a kernel task does.
+enum class KernelOp : std::uint8_t { kOptimizerStep, kEncode, kDecode };
 [[nodiscard]] const char* CollectiveOpName(CollectiveOp op) noexcept;
 
 // Streams by convention; a device may use any small number.
@@ -67,6 +70,7 @@ struct Task {
   std::int64_t bytes = 0;         // send/recv: payload; collective: per-member buffer (see Collective)
   double flops = 0;               // kernel
   double kernel_bytes = 0;        // kernel
+  KernelOp kernel = KernelOp::kOptimizerStep;  // kernel: an optimizer step or gradient compression
 };
 
 class Schedule {

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "testbed/cluster.h"
 #include "testbed/component.h"
+#include "testbed/compressor.h"
 #include "testbed/device_model.h"
 #include "testbed/model_graph.h"
 #include "testbed/plan.h"
@@ -15,12 +16,22 @@
 
 namespace testbed {
 
+// Compression of the data-parallel gradient exchange (the run's `compressor` component).
+struct GradientCompression {
+  const Compressor* compressor = nullptr;
+  bool embedding_only = false;     // compress the embedding's gradient only; all-reduce the rest
+  double embedding_density = 1.0;  // share of the embedding gradient's rows that are non-zero
+};
+
 struct SchedulingContext {
   const ModelGraph& model;
   const Cluster& cluster;
   const Plan& plan;
   const TrainSettings& train;
   const DeviceModel& device_model;  // for schedulers that weigh stage costs
+  // When set, ExpandPipeline replaces the plain all-reduce of compressed layers' gradients by
+  // the compressor's encode kernel, transfers and decode kernel.
+  const GradientCompression* compression = nullptr;
 };
 
 class Scheduler : public Component {

@@ -8,16 +8,18 @@ const std::vector<ParamSpec>& ModelSchema() {
   static const std::vector<ParamSpec> schema = {
       ParamSpec::String("name", "").Doc("model name shown in tables"),
       ParamSpec::String("doc", "").Doc("one line about the model and where its shape comes from"),
-      ParamSpec::Choice("family", "gpt", {"gpt", "bert", "moe-gpt"}).Doc("causal GPT, bidirectional BERT, or GPT with MoE FFNs"),
-      ParamSpec::Int("layers", 0).Min(1).Required().Unit("blocks").Doc("transformer blocks"),
+      ParamSpec::Choice("family", "gpt", {"gpt", "bert", "moe-gpt", "mlp"})
+          .Doc("causal GPT, bidirectional BERT, GPT with MoE FFNs, or an MLP classifier"),
+      ParamSpec::Int("layers", 0).Min(1).Required().Unit("blocks").Doc("transformer blocks (mlp: hidden layers)"),
       ParamSpec::Int("hidden", 0).Min(1).Required().Unit("elements").Doc("hidden size h"),
-      ParamSpec::Int("heads", 0).Min(1).Required().Unit("heads").Doc("attention heads a (h divisible by a)"),
+      ParamSpec::Int("heads", 0).Min(0).Unit("heads").Doc("attention heads a (h divisible by a; transformers only)"),
       ParamSpec::Int("ffn_hidden", 0).Min(0).Unit("elements").Doc("FFN inner size; 0 means 4 x hidden"),
       ParamSpec::Int("seq_len", 1024).Min(1).Unit("tokens").Doc("sequence length s"),
       ParamSpec::Int("vocab", 50257).Min(1).Unit("tokens").Doc("vocabulary size V"),
       ParamSpec::Int("experts", 0).Min(0).Unit("experts").Doc("experts per MoE layer (0: dense)"),
       ParamSpec::Int("top_k", 1).Min(1).Unit("experts").Doc("experts each token is routed to"),
       ParamSpec::Bool("tied_embeddings", true).Doc("output head shares the embedding matrix"),
+      ParamSpec::Int("inputs", 0).Min(0).Unit("features").Doc("mlp: input features"),
   };
   return schema;
 }
@@ -81,6 +83,7 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   shape.experts = p.GetOr<std::int64_t>("experts", 0);
   shape.top_k = p.GetOr<std::int64_t>("top_k", 1);
   shape.tied_embeddings = p.GetOr<bool>("tied_embeddings", true);
+  shape.inputs = p.GetOr<std::int64_t>("inputs", 0);
   if (shape.name.empty()) {
     const toml::node* preset = doc.Get([&] { KeyPath k = section; k.push_back("preset"); return k; }());
     shape.name = preset && preset->is_string() ? preset->as_string()->get() : std::string("model");

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exec/gpt_stack.h"
+#include "exec/mlp_stack.h"
 #include "testbed/status_macros.h"
 #include "testbed/train/adam.h"
 #include "testbed/train/char_corpus.h"
@@ -24,10 +25,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using train::Matrix;
 
-// Data of one step: the global batch of token windows, the same on every rank.
-struct StepData {
-  train::TokenBatch batch;
-};
 
 class RankRunner {
  public:
@@ -75,7 +72,13 @@ class RankRunner {
         tp_group = own_tp_group_.get();
       }
     }
-    TESTBED_ASSIGN_OR_RETURN(train::SequentialModel<float> full, BuildGptStack(in_.model, in_.seed));
+    train::SequentialModel<float> full;
+    if (in_.model.shape.family == "mlp") {
+      if (plan_.tp > 1) return absl::InvalidArgumentError("an mlp runs without tensor parallelism");
+      TESTBED_ASSIGN_OR_RETURN(full, BuildMlpStack(in_.model, in_.seed));
+    } else {
+      TESTBED_ASSIGN_OR_RETURN(full, BuildGptStack(in_.model, in_.seed));
+    }
     AllReduceFn<float> reduce = nullptr;
     if (tp_group != nullptr) {
       reduce = [this, tp_group](Matrix<float>& m) {
@@ -105,18 +108,29 @@ class RankRunner {
         }
       }
     }
-    seq_ = in_.model.shape.seq_len;
     hidden_ = in_.model.shape.hidden;
     return absl::OkStatus();
   }
 
+  // Loss and accuracy of the whole model on held-out data (rank 0, unsplit models only).
+  absl::Status Evaluate(ExecutionResult& out) {
+    if (!in_.validation || rank_ != 0 || plan_.tp != 1 || plan_.pp != 1) return absl::OkStatus();
+    TESTBED_ASSIGN_OR_RETURN(Batch b, in_.validation());
+    std::vector<train::LayerCache<float>> caches;
+    TESTBED_ASSIGN_OR_RETURN(Matrix<float> logits, model_.Forward(b.inputs, caches));
+    TESTBED_ASSIGN_OR_RETURN(auto lg, train::SoftmaxCrossEntropy<float>(logits, b.targets));
+    out.validation_loss = lg.loss;
+    out.validation_accuracy = train::Accuracy<float>(logits, b.targets);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<StepRecord> Step(std::int64_t step, std::vector<TaskTime>* times) {
-    train::Rng rng(in_.seed * 1000003u + static_cast<std::uint64_t>(step) + 17);
     const std::int64_t global = plan_.micro_batch * plan_.micro_batches * plan_.dp;
-    TESTBED_ASSIGN_OR_RETURN(data_.batch, train::CharCorpus::Sample(in_.corpus.train(), global, seq_, rng));
+    TESTBED_ASSIGN_OR_RETURN(data_, in_.data(step, global));
+    seq_ = data_.rows_per_sample;
     loss_local_ = 0;
     grad_sq_local_ = 0;
-    pp_bytes_ = dp_bytes_ = tp_bytes_ = 0;
+    pp_bytes_ = dp_bytes_ = tp_bytes_ = encode_s_ = decode_s_ = 0;
     sub_runs_.clear();
     const auto t0 = Clock::now();
     for (TaskId id : tasks_) {
@@ -132,13 +146,15 @@ class RankRunner {
     pending_sends_.clear();
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
     // Loss, gradient norm and traffic over the world; the slowest rank's time.
-    double sums[5] = {loss_local_, grad_sq_local_, pp_bytes_, dp_bytes_, tp_bytes_};
-    TESTBED_RETURN_IF_ERROR(world_.AllReduce(sums, sums, 5, DataType::kFloat64, ReduceOp::kSum));
+    double sums[7] = {loss_local_, grad_sq_local_, pp_bytes_, dp_bytes_, tp_bytes_, encode_s_, decode_s_};
+    TESTBED_RETURN_IF_ERROR(world_.AllReduce(sums, sums, 7, DataType::kFloat64, ReduceOp::kSum));
     double slowest = wall;
     TESTBED_RETURN_IF_ERROR(world_.AllReduce(&slowest, &slowest, 1, DataType::kFloat64, ReduceOp::kMax));
     traffic_[0] = sums[2];
     traffic_[1] = sums[3];
     traffic_[2] = sums[4];
+    traffic_[3] = sums[5] / world_.size();
+    traffic_[4] = sums[6] / world_.size();
     return StepRecord{sums[0], std::sqrt(sums[1]), slowest};
   }
 
@@ -156,6 +172,9 @@ class RankRunner {
   [[nodiscard]] std::vector<std::int64_t> Slice(const std::vector<std::int64_t>& v, int mb) const {
     const auto begin = v.begin() + FirstSample(mb) * seq_;
     return std::vector<std::int64_t>(begin, begin + Rows());
+  }
+  [[nodiscard]] Matrix<float> SliceRows(const Matrix<float>& m, int mb) const {
+    return m.middleRows(FirstSample(mb) * seq_, Rows());
   }
   [[nodiscard]] int Tag(int receiver_chunk, int mb, bool backward) const {
     const int chunks = plan_.pp * plan_.virtual_stages;
@@ -175,7 +194,8 @@ class RankRunner {
       case TaskKind::kCollective:
         return Collective(t);
       case TaskKind::kKernel:
-        return OptimizerStep();
+        // Compression kernels of a simulated schedule run inside the gradient exchange here.
+        return t.kernel == KernelOp::kOptimizerStep ? OptimizerStep() : absl::OkStatus();
     }
     return absl::OkStatus();
   }
@@ -196,7 +216,7 @@ class RankRunner {
         Matrix<float> x;
         if (t.first_layer == st.first_layer) {
           if (t.first_layer == 0) {
-            x = train::IdsToColumn<float>(Slice(data_.batch.inputs, t.micro_batch));
+            x = SliceRows(data_.inputs, t.micro_batch);
           } else {
             auto it = inbox_.find({ck, false});
             if (it == inbox_.end()) return absl::InternalError("forward before its activation arrived");
@@ -214,7 +234,7 @@ class RankRunner {
         if (t.end_layer == last_layer) {
           const double normalizer = static_cast<double>(plan_.micro_batch * plan_.micro_batches * plan_.dp * seq_);
           TESTBED_ASSIGN_OR_RETURN(auto lg, train::SoftmaxCrossEntropy<float>(
-                                                x, Slice(data_.batch.targets, t.micro_batch), normalizer));
+                                                x, Slice(data_.targets, t.micro_batch), normalizer));
           // Every tensor-parallel rank computes the same loss; count it once.
           if (tp_rank_ == 0) loss_local_ += lg.loss;
           grad_[ck] = std::move(lg.dlogits);
@@ -285,17 +305,29 @@ class RankRunner {
     if (t.stream != streams::kDataComm || t.op != CollectiveOp::kAllReduce) return absl::OkStatus();
     auto g = groups_.find(t.group);
     if (g == groups_.end()) return absl::OkStatus();
-    std::vector<train::Param<float>*> params;
+    // The bucket's plain gradients in one all-reduce; compressed tensors each on their own
+    // (a compressor works on one tensor at a time and keeps its state per tensor).
+    std::vector<train::Param<float>*> plain;
     for (int l = t.first_layer; l < t.end_layer; ++l) {
       if (!HoldsLayer(l)) continue;
-      for (train::Param<float>* p : model_.layer(l).Params()) params.push_back(p);
+      const bool compress = in_.make_compressor && (!in_.compress_layer || in_.compress_layer(l));
+      for (train::Param<float>* p : model_.layer(l).Params()) {
+        if (!compress) {
+          plain.push_back(p);
+          continue;
+        }
+        std::vector<float> flat(p->grad.data(), p->grad.data() + p->grad.size());
+        TESTBED_RETURN_IF_ERROR(Compressed(*g->second, p->name, flat));
+        std::copy(flat.begin(), flat.end(), p->grad.data());
+      }
     }
     std::vector<float> flat;
-    for (train::Param<float>* p : params) flat.insert(flat.end(), p->grad.data(), p->grad.data() + p->grad.size());
+    for (train::Param<float>* p : plain) flat.insert(flat.end(), p->grad.data(), p->grad.data() + p->grad.size());
     if (flat.empty()) return absl::OkStatus();
-    TESTBED_RETURN_IF_ERROR(ExchangeGradients(*g->second, t.first_layer, flat));
+    dp_bytes_ += static_cast<double>(flat.size()) * sizeof(float);
+    TESTBED_RETURN_IF_ERROR(g->second->AllReduce(std::span<float>(flat), ReduceOp::kSum));
     size_t offset = 0;
-    for (train::Param<float>* p : params) {
+    for (train::Param<float>* p : plain) {
       std::copy(flat.begin() + static_cast<std::ptrdiff_t>(offset),
                 flat.begin() + static_cast<std::ptrdiff_t>(offset + static_cast<size_t>(p->grad.size())), p->grad.data());
       offset += static_cast<size_t>(p->grad.size());
@@ -311,23 +343,26 @@ class RankRunner {
     return false;
   }
 
-  // Sums `flat` over the data-parallel group: a plain all-reduce, or through the compressor.
-  absl::Status ExchangeGradients(CommGroup& group, int bucket, std::vector<float>& flat) {
-    if (!in_.make_compressor) {
-      dp_bytes_ += static_cast<double>(flat.size()) * sizeof(float);
-      return group.AllReduce(std::span<float>(flat), ReduceOp::kSum);
-    }
-    auto& comp = compressors_[bucket];
+  // Sums one tensor's gradient `flat` over the data-parallel group through the compressor:
+  // mergeable payloads part by part with an all-reduce, others whole by all-gather.
+  absl::Status Compressed(CommGroup& group, const std::string& tensor, std::vector<float>& flat) {
+    auto& comp = compressors_[tensor];
     if (comp == nullptr) {
       TESTBED_ASSIGN_OR_RETURN(comp, in_.make_compressor());
     }
     EncodeContext ctx;
     ctx.rank = group.rank();
-    ctx.step = step_counter_++;
-    TESTBED_ASSIGN_OR_RETURN(Payload payload, comp->Encode(flat, ctx));
+    ctx.step = step_counter_;
     DecodeOptions opt;
     opt.ranks = group.size();
     opt.average = false;
+    auto timed = [this](double& total, auto&& f) {
+      const auto t0 = Clock::now();
+      auto r = f();
+      total += std::chrono::duration<double>(Clock::now() - t0).count();
+      return r;
+    };
+    TESTBED_ASSIGN_OR_RETURN(Payload payload, timed(encode_s_, [&] { return comp->Encode(flat, ctx); }));
     if (comp->mergeable()) {
       for (PayloadPart& part : payload.parts) {
         dp_bytes_ += static_cast<double>(part.bytes());
@@ -335,7 +370,7 @@ class RankRunner {
       }
       std::vector<Payload> one;
       one.push_back(std::move(payload));
-      return comp->Decode(one, opt, flat);
+      return timed(decode_s_, [&] { return comp->Decode(one, opt, flat); });
     }
     // Whole payloads by all-gather: sizes first, then each part's bytes.
     std::vector<Payload> all(static_cast<size_t>(group.size()));
@@ -363,7 +398,7 @@ class RankRunner {
         all[static_cast<size_t>(r)].parts.push_back(std::move(copy));
       }
     }
-    return comp->Decode(all, opt, flat);
+    return timed(decode_s_, [&] { return comp->Decode(all, opt, flat); });
   }
 
   absl::Status OptimizerStep() {
@@ -376,6 +411,7 @@ class RankRunner {
     }
     optimizer_->Step(params_);
     for (train::Param<float>* p : params_) p->ZeroGrad();
+    ++step_counter_;
     return absl::OkStatus();
   }
 
@@ -390,16 +426,17 @@ class RankRunner {
   std::vector<train::Param<float>*> params_;
   std::unique_ptr<train::Optimizer<float>> optimizer_;
   std::vector<TaskId> tasks_;
-  StepData data_;
+  Batch data_;
   std::map<Key, Matrix<float>> act_, grad_, ckpt_;
   std::map<Key, train::LayerCache<float>> cache_;
   std::map<std::pair<Key, bool>, Matrix<float>> inbox_;
   std::vector<std::pair<CommRequestPtr, std::unique_ptr<Matrix<float>>>> pending_sends_;
   std::set<std::tuple<int, int, int>> sub_runs_;
-  std::map<int, std::shared_ptr<Compressor>> compressors_;
+  std::map<std::string, std::shared_ptr<Compressor>> compressors_;
   std::int64_t step_counter_ = 0;
   double loss_local_ = 0, grad_sq_local_ = 0, pp_bytes_ = 0, dp_bytes_ = 0, tp_bytes_ = 0;
-  double traffic_[3] = {0, 0, 0};
+  double encode_s_ = 0, decode_s_ = 0;
+  double traffic_[5] = {0, 0, 0, 0, 0};
 };
 
 }  // namespace
@@ -427,8 +464,11 @@ absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs, std::vecto
         results[i].pipeline_bytes_per_step = runner.traffic()[0];
         results[i].data_parallel_bytes_per_step = runner.traffic()[1];
         results[i].tensor_parallel_bytes_per_step = runner.traffic()[2];
+        results[i].encode_s_per_step = runner.traffic()[3];
+        results[i].decode_s_per_step = runner.traffic()[4];
       }
     }
+    if (st.ok()) st = runner.Evaluate(results[i]);
     std::lock_guard<std::mutex> lock(mu);
     status[i] = st.ok() ? st : absl::Status(st.code(), absl::StrCat("rank ", endpoints[i]->rank(), ": ", st.message()));
   };

@@ -16,6 +16,8 @@
 #include <memory>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "absl/status/statusor.h"
 #include "testbed/communicator.h"
 #include "testbed/compressor.h"
@@ -23,21 +25,33 @@
 #include "testbed/plan.h"
 #include "testbed/schedule.h"
 
-namespace testbed::train {
-class CharCorpus;
-}
-
 namespace testbed::exec {
+
+// A batch of training data: `rows_per_sample` consecutive rows of `inputs` per sample (a
+// sequence of token ids as a column, or one row of features), one target per row.
+struct Batch {
+  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> inputs;
+  std::vector<std::int64_t> targets;
+  std::int64_t rows_per_sample = 1;
+};
+// The global batch of step `step` with `samples` samples: the same on every rank.
+using BatchSource = std::function<absl::StatusOr<Batch>(std::int64_t step, std::int64_t samples)>;
 
 struct ExecutorInputs {
   const ModelGraph& model;
   const Plan& plan;
   const Schedule& schedule;
   const TrainSettings& train;
-  const train::CharCorpus& corpus;
-  std::uint64_t seed = 1;  // model initialisation and data order
-  // Makes one compressor instance (one per rank and gradient bucket); empty: plain all-reduce.
+  BatchSource data;
+  std::uint64_t seed = 1;  // model initialisation
+  // Makes one compressor instance (one per rank and parameter tensor); empty: plain all-reduce.
   std::function<absl::StatusOr<std::shared_ptr<Compressor>>()> make_compressor;
+  // Which layers' gradients go through the compressor (empty: all); the others are summed
+  // by a plain all-reduce.
+  std::function<bool(int layer)> compress_layer;
+  // Held-out data, evaluated by world rank 0 after training when the model is not split
+  // (tp = pp = 1); empty: no evaluation.
+  std::function<absl::StatusOr<Batch>()> validation;
 };
 
 struct StepRecord {
@@ -59,6 +73,10 @@ struct ExecutionResult {
   double pipeline_bytes_per_step = 0;     // stage-to-stage sends, all ranks
   double data_parallel_bytes_per_step = 0;  // gradient exchange on the wire, all ranks
   double tensor_parallel_bytes_per_step = 0;
+  double encode_s_per_step = 0;  // compressor encode time, mean over ranks
+  double decode_s_per_step = 0;
+  double validation_loss = -1;   // when evaluated
+  double validation_accuracy = -1;
 };
 
 // Runs `train.steps` iterations. `endpoints` are the world-group endpoints this process

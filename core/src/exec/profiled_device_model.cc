@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exec/gpt_stack.h"
+#include "exec/mlp_stack.h"
 #include "testbed/status_macros.h"
 #include "testbed/train/tensor.h"
 
@@ -18,14 +19,20 @@ absl::StatusOr<ProfiledDeviceModel> ProfiledDeviceModel::Profile(const ModelGrap
   ProfiledDeviceModel m(graph);
   m.oversubscription_ = std::max(1.0, oversubscription);
   m.bandwidth_ = memory_bandwidth_bytes_per_s;
-  TESTBED_ASSIGN_OR_RETURN(train::SequentialModel<float> full, BuildGptStack(graph, 7));
-  // One rank's shard; its all-reduces are replaced by nothing (their time is communication).
-  train::SequentialModel<float> shard =
-      ShardGptStack(full, 0, tp, [](train::Matrix<float>&) { return absl::OkStatus(); });
+  train::SequentialModel<float> shard;
+  train::Matrix<float> x;
   const std::int64_t rows = micro_batch * graph.shape.seq_len;
-  std::vector<std::int64_t> ids(static_cast<size_t>(rows));
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i % static_cast<size_t>(graph.shape.vocab));
-  train::Matrix<float> x = train::IdsToColumn<float>(ids);
+  if (graph.shape.family == "mlp") {
+    TESTBED_ASSIGN_OR_RETURN(shard, BuildMlpStack(graph, 7));
+    x = train::Matrix<float>::Constant(micro_batch, graph.shape.inputs, 0.5f);
+  } else {
+    TESTBED_ASSIGN_OR_RETURN(train::SequentialModel<float> full, BuildGptStack(graph, 7));
+    // One rank's shard; its all-reduces are replaced by nothing (their time is communication).
+    shard = ShardGptStack(full, 0, tp, [](train::Matrix<float>&) { return absl::OkStatus(); });
+    std::vector<std::int64_t> ids(static_cast<size_t>(rows));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i % static_cast<size_t>(graph.shape.vocab));
+    x = train::IdsToColumn<float>(ids);
+  }
   for (int l = 0; l < shard.num_layers(); ++l) {
     std::vector<double> fwd, bwd;
     train::Matrix<float> y;

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/stage_costs.h"
+#include "exec/data_sources.h"
 #include "exec/executor.h"
 #include "exec/profiled_device_model.h"
 #include "sim/simulator.h"
@@ -20,6 +22,7 @@
 #include "testbed/scheduler.h"
 #include "testbed/status_macros.h"
 #include "testbed/train/char_corpus.h"
+#include "testbed/train/labeled_data.h"
 
 namespace testbed {
 namespace {
@@ -86,15 +89,19 @@ const BackendInfo& RealBackend::Info() {
                {ComponentKind::kDeviceModel, true, "roofline"},
                {ComponentKind::kCollective, true, "ring"}};
     b.sections["data"] = {
-        ParamSpec::Choice("dataset", "text", {"text"}).Doc("text: the shipped character corpus"),
-        ParamSpec::String("path", "").Doc("corpus file (default: the shipped data/text/gpl-3.0.txt)"),
-        ParamSpec::Double("validation_fraction", 0.1).Range(0, 0.5).Doc("held-out share of the corpus"),
+        ParamSpec::Choice("dataset", "text", {"text", "digits"})
+            .Doc("text: the shipped character corpus (gpt models); digits: UCI optdigits (mlp models)"),
+        ParamSpec::String("path", "").Doc("data file (default: the shipped one for the dataset)"),
+        ParamSpec::Double("validation_fraction", 0.1).Range(0.01, 0.5).Doc("held-out share of the data"),
+        ParamSpec::Int("validation_samples", 64).Min(1).Unit("samples").Doc("text: held-out windows evaluated"),
     };
     b.sections["real"] = {
         ParamSpec::Bool("check_against_single", true)
             .Doc("also train the same model single-process and report the largest loss and gradient-norm differences"),
         ParamSpec::Bool("predict", true).Doc("profile the layers here and report the simulator's prediction"),
         ParamSpec::Int("profile_repeats", 3).Range(1, 100).Doc("timings per layer in the profile (median kept)"),
+        ParamSpec::Choice("compress", "all", {"all", "embedding"})
+            .Doc("which gradients go through the compressor: all, or the embedding's only (sparse ones)"),
     };
     return b;
   }();
@@ -104,16 +111,34 @@ const BackendInfo& RealBackend::Info() {
 absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registry& registry, const RunControl&) {
   const ParamSet& data = run.sections.at("data");
   const ParamSet& real = run.sections.at("real");
+  const std::string dataset = data.GetOr<std::string>("dataset", "text");
+  const double validation_fraction = data.GetOr<double>("validation_fraction", 0.1);
   std::string path = data.GetOr<std::string>("path", "");
   if (path.empty()) {
-    TESTBED_ASSIGN_OR_RETURN(path, FindData("text/gpl-3.0.txt"));
+    TESTBED_ASSIGN_OR_RETURN(path, FindData(dataset == "text" ? "text/gpl-3.0.txt" : "digits/digits.csv.gz"));
   }
-  TESTBED_ASSIGN_OR_RETURN(train::CharCorpus corpus,
-                           train::CharCorpus::Load(path, data.GetOr<double>("validation_fraction", 0.1)));
-  // The model's vocabulary is the corpus's; weights are not tied (the engine's head is its own).
   ModelShape shape = run.model->shape;
-  shape.vocab = corpus.vocab_size();
-  shape.tied_embeddings = false;
+  std::optional<train::CharCorpus> corpus;
+  std::optional<std::pair<train::LabeledData, train::LabeledData>> labeled;
+  exec::BatchSource source;
+  std::function<absl::StatusOr<exec::Batch>()> validation;
+  if (dataset == "text") {
+    if (shape.family != "gpt") return absl::InvalidArgumentError("[data] dataset \"text\" trains a gpt model");
+    TESTBED_ASSIGN_OR_RETURN(corpus, train::CharCorpus::Load(path, validation_fraction));
+    // The vocabulary is the corpus's; weights are not tied (the engine's head is its own).
+    shape.vocab = corpus->vocab_size();
+    shape.tied_embeddings = false;
+    source = exec::TextSource(*corpus, shape.seq_len, run.seed);
+    validation = exec::TextValidation(*corpus, shape.seq_len, data.GetOr<std::int64_t>("validation_samples", 64));
+  } else {
+    if (shape.family != "mlp") return absl::InvalidArgumentError("[data] dataset \"digits\" trains an mlp model");
+    TESTBED_ASSIGN_OR_RETURN(train::LabeledData all, train::LoadDigits(path));
+    labeled = train::SplitTrainValidation(all, validation_fraction, 1234);
+    shape.inputs = labeled->first.features.cols();
+    shape.vocab = labeled->first.classes;
+    source = exec::LabeledSource(labeled->first, run.seed);
+    validation = exec::LabeledValidation(labeled->second);
+  }
   TESTBED_ASSIGN_OR_RETURN(ModelGraph graph, BuildModelGraph(shape));
 
   const int dp = std::max(1, run.parallel.dp);
@@ -142,7 +167,12 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     const ComponentChoice choice = *c;
     make_compressor = [&registry, choice]() { return Make<Compressor>(registry, choice); };
   }
-  exec::ExecutorInputs inputs{graph, plan, schedule, run.train, corpus, run.seed, make_compressor};
+  std::function<bool(int)> compress_layer;
+  if (real.GetOr<std::string>("compress", "all") == "embedding") {
+    compress_layer = [&graph](int l) { return graph.layers[static_cast<size_t>(l)].kind == LayerKind::kEmbedding; };
+  }
+  exec::ExecutorInputs inputs{graph, plan, schedule, run.train, source, run.seed, make_compressor, compress_layer,
+                              validation};
   TESTBED_ASSIGN_OR_RETURN(auto endpoints, communicator->Connect(world));
   TESTBED_ASSIGN_OR_RETURN(exec::ExecutionResult result, exec::Execute(inputs, std::move(endpoints)));
 
@@ -150,8 +180,9 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   MetricSet& m = out.metrics;
   const auto& steps = result.steps;
   if (steps.empty()) return absl::InternalError("no training step ran");
-  m.Add("final_loss", steps.back().loss, "nats/token", Better::kLower);
-  m.Add("first_loss", steps.front().loss, "nats/token");
+  const std::string loss_unit = dataset == "text" ? "nats/token" : "nats/sample";
+  m.Add("final_loss", steps.back().loss, loss_unit, Better::kLower);
+  m.Add("first_loss", steps.front().loss, loss_unit);
   m.Add("final_grad_norm", steps.back().grad_norm, "1");
   m.Add("ranks", world, "ranks");
   m.Add("tp", plan.tp, "ranks");
@@ -161,6 +192,14 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   m.Add("pipeline_bytes_per_step", result.pipeline_bytes_per_step, "B");
   m.Add("data_parallel_bytes_per_step", result.data_parallel_bytes_per_step, "B");
   m.Add("tensor_parallel_bytes_per_step", result.tensor_parallel_bytes_per_step, "B");
+  if (make_compressor) {
+    m.Add("encode_s_per_step", result.encode_s_per_step, "s", Better::kLower);
+    m.Add("decode_s_per_step", result.decode_s_per_step, "s", Better::kLower);
+  }
+  if (result.validation_loss >= 0) {
+    m.Add("validation_loss", result.validation_loss, "nats", Better::kLower);
+    m.Add("validation_accuracy", result.validation_accuracy, "1", Better::kHigher);
+  }
   // Measured step time: the mean after the first step (which warms caches and allocators).
   double measured = 0;
   int counted = 0;
@@ -192,7 +231,8 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     for (const ParamSpec& p : local->decl.params) local_params.Set(p.name(), p.default_value());
     TESTBED_ASSIGN_OR_RETURN(auto local_comm, registry.Create<Communicator>("local", local_params));
     TESTBED_ASSIGN_OR_RETURN(auto one_endpoints, local_comm->Connect(1));
-    exec::ExecutorInputs one_inputs{graph, one, one_sched, run.train, corpus, run.seed, make_compressor};
+    // The reference trains without compression: it is the exact gradient every arm is held to.
+    exec::ExecutorInputs one_inputs{graph, one, one_sched, run.train, source, run.seed, {}, {}, {}};
     TESTBED_ASSIGN_OR_RETURN(exec::ExecutionResult ref, exec::Execute(one_inputs, std::move(one_endpoints)));
     double loss_diff = 0, norm_diff = 0;
     for (size_t i = 0; i < steps.size() && i < ref.steps.size(); ++i) {
@@ -201,8 +241,8 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
       norm_diff = std::max(norm_diff, std::fabs(steps[i].grad_norm - ref.steps[i].grad_norm) /
                                           std::max(1e-30, ref.steps[i].grad_norm));
     }
-    m.Add("single_process_final_loss", ref.steps.back().loss, "nats/token");
-    m.Add("max_loss_diff_vs_single", loss_diff, "nats/token", Better::kLower);
+    m.Add("single_process_final_loss", ref.steps.back().loss, loss_unit);
+    m.Add("max_loss_diff_vs_single", loss_diff, loss_unit, Better::kLower);
     m.Add("max_grad_norm_rel_diff_vs_single", norm_diff, "1", Better::kLower);
   }
 
@@ -229,9 +269,8 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     norm.push_back(steps[i].grad_norm);
     wall.push_back(steps[i].wall_s);
   }
-  curve.columns = {{"step", "", step_ids}, {"loss", "nats/token", loss}, {"grad_norm", "1", norm},
-                   {"wall_s", "s", wall}};
-  if (!single_loss.empty()) curve.columns.push_back({"single_process_loss", "nats/token", single_loss});
+  curve.columns = {{"step", "", step_ids}, {"loss", loss_unit, loss}, {"grad_norm", "1", norm}, {"wall_s", "s", wall}};
+  if (!single_loss.empty()) curve.columns.push_back({"single_process_loss", loss_unit, single_loss});
   out.tables.push_back(std::move(curve));
 
   Table timeline;

@@ -1,6 +1,7 @@
 #include "sim/sim_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <numeric>
 
@@ -65,7 +66,7 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
                                        Scheduler& scheduler, const SimSettings& settings, bool with_tables) {
   TESTBED_RETURN_IF_ERROR(plan.Validate(static_cast<int>(model.layers.size()), cluster));
   const auto t0 = std::chrono::steady_clock::now();
-  SchedulingContext sctx{model, cluster, plan, train, device_model};
+  SchedulingContext sctx{model, cluster, plan, train, device_model, settings.compression};
   absl::StatusOr<Schedule> schedule = CallPlugin("scheduler", "", [&] { return scheduler.BuildSchedule(sctx); });
   if (!schedule.ok()) return schedule.status();
   if (settings.check_schedule) TESTBED_RETURN_IF_ERROR(schedule->Check());
@@ -251,13 +252,18 @@ const BackendInfo& SimBackend::Info() {
     b.kinds = {{ComponentKind::kPartitioner, true, "megatron.uniform"},
                {ComponentKind::kScheduler, true, "1f1b"},
                {ComponentKind::kDeviceModel, true, "roofline"},
-               {ComponentKind::kCollective, true, "auto"}};
+               {ComponentKind::kCollective, true, "auto"},
+               {ComponentKind::kCompressor, false, ""}};
     b.sections["sim"] = {
         ParamSpec::Bool("enforce_memory", true).Doc("refuse plans whose memory peak exceeds a device's memory"),
         ParamSpec::Double("memory_reserve_gib", 0.0).Min(0).Unit("GiB").Doc("memory per device not available to training (runtime, fragmentation)"),
         ParamSpec::Bool("check_schedule", true).Doc("check the schedule for deadlock before simulating"),
         ParamSpec::Bool("free_communication", false).Doc("communication takes no time (for closed-form checks)"),
         ParamSpec::Int("timeline_max_tasks", 200000).Min(0).Unit("tasks").Doc("largest schedule whose timeline is kept when timeline = auto"),
+        ParamSpec::Choice("compress", "all", {"all", "embedding"})
+            .Doc("with a compressor: compress every gradient, or the embedding's (sparse) only"),
+        ParamSpec::Double("embedding_density", 0.0).Range(0, 1)
+            .Doc("share of the embedding gradient's rows that are non-zero (0: expected unique tokens of a replica's batch)"),
     };
     return b;
   }();
@@ -283,6 +289,26 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
   settings.free_communication = sim.GetOr<bool>("free_communication", false);
   settings.timeline_max_tasks = sim.GetOr<std::int64_t>("timeline_max_tasks", 200000);
   settings.timeline = run.meta.timeline;
+  std::shared_ptr<Compressor> compressor;
+  GradientCompression compression;
+  if (const ComponentChoice* c = run.Component(ComponentKind::kCompressor)) {
+    TESTBED_ASSIGN_OR_RETURN(compressor, registry.Create<Compressor>(c->name, c->params));
+    compression.compressor = compressor.get();
+    compression.embedding_only = sim.GetOr<std::string>("compress", "all") == "embedding";
+    double density = sim.GetOr<double>("embedding_density", 0.0);
+    if (density <= 0) {
+      // Distinct tokens among a replica's tokens drawn uniformly from the vocabulary:
+      // V (1 - (1 - 1/V)^N), an upper bound for natural text (Zipf repeats more).
+      const double v = static_cast<double>(run.model->shape.vocab);
+      const int dp = run.parallel.dp > 0 ? run.parallel.dp
+                                         : std::max(1, run.cluster->num_devices() / (run.parallel.tp * run.parallel.pp));
+      const double n = static_cast<double>(run.train.global_batch > 0 ? run.train.global_batch : run.train.micro_batch) *
+                       static_cast<double>(run.model->shape.seq_len) / dp;
+      density = std::clamp(1.0 - std::pow(1.0 - 1.0 / v, n), 1e-6, 1.0);
+    }
+    compression.embedding_density = density;
+    settings.compression = &compression;
+  }
 
   PlanningContext ctx{*run.model, *run.cluster, run.train, run.parallel, *device_model, run.seed, {}};
   SimSettings quiet = settings;

@@ -20,6 +20,7 @@ struct SimSettings {
   bool free_communication = false;
   std::int64_t timeline_max_tasks = 200000;
   std::string timeline = "auto";  // from [experiment] timeline
+  const GradientCompression* compression = nullptr;  // the run's compressor, if any
 };
 
 // Simulates `plan` with `scheduler` and returns the run's metrics and tables. The same
