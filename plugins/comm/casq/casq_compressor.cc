@@ -21,12 +21,13 @@ constexpr char kCodebook[] = "codebook";
 constexpr char kBitmap[] = "bitmap";
 constexpr char kCodes[] = "codes";
 
-std::array<AgreementField, 5> Fields(std::int64_t elements, const CasqParams& p) {
+std::array<AgreementField, 6> Fields(std::int64_t elements, const CasqParams& p) {
   return {{{"format", kFormat},
            {"elements", static_cast<std::uint64_t>(elements)},
            {"bits", static_cast<std::uint64_t>(p.bits)},
            {"clusters", static_cast<std::uint64_t>(p.clusters)},
-           {"seed", p.seed}}};
+           {"seed", p.seed},
+           {"codebook", p.uniform ? 1u : 0u}}};
 }
 
 std::int64_t CodeWords(std::int64_t count, int bits) {
@@ -127,6 +128,7 @@ absl::Status CasqCompressor::EncodeInto(std::span<const float> gradient, const E
   settings.bits = params_.bits;
   settings.clusters = params_.clusters;
   settings.kmeans_iterations = params_.kmeans_iterations;
+  settings.uniform = params_.uniform;
   settings.histogram_bins = params_.histogram_bins;
   settings.policy = params_.positions;
   settings.stream = StreamKey(params_.seed, static_cast<std::uint64_t>(context.rank), static_cast<std::uint64_t>(context.step));
@@ -205,7 +207,7 @@ absl::StatusOr<CompressionCost> CasqCompressor::Cost(const CompressionQuery& q) 
   const std::int64_t code_words = CodeWords(coded, params_.bits);
   const double levels = 1 << params_.bits;
   CompressionCost c;
-  c.transfers.push_back({kAgreementPartName, CollectiveOp::kAllGather, 2 * 5 * 8});
+  c.transfers.push_back({kAgreementPartName, CollectiveOp::kAllGather, 2 * static_cast<std::int64_t>(std::tuple_size_v<decltype(Fields(0, params_))>) * 8});
   c.transfers.push_back({kLayout, CollectiveOp::kAllGather, 16});
   c.transfers.push_back({kCodebook, CollectiveOp::kAllGather, static_cast<std::int64_t>(4 * levels)});
   c.transfers.push_back({kBitmap, CollectiveOp::kAllGather, 8 * bitmap_words});

@@ -22,6 +22,7 @@ struct CasqParams {
   std::uint64_t seed = 1;
   std::int64_t elements = 0;  // gradient length; 0: fixed by the first Encode
   bool use_cuda = false;
+  bool uniform = false;  // uniform quantization baseline (evenly spaced levels)
 };
 
 class CasqCompressor final : public Compressor {

@@ -236,7 +236,7 @@ std::string EncodeRankCuda(const float* gradient, std::int64_t n, const EncodeSe
     return Failed("copy histogram", e);
   }
   const std::vector<std::int64_t> histogram(raw.begin(), raw.end());
-  out->levels = BuildCodebook(histogram, spec, {s.bits, s.clusters, s.kmeans_iterations}).levels;
+  out->levels = BuildCodebook(histogram, spec, {s.bits, s.clusters, s.kmeans_iterations, s.uniform}).levels;
 
   std::vector<std::uint64_t> bitmap(static_cast<std::size_t>(words));
   if ((e = cudaMemcpy(bitmap.data(), d_bitmap.get(), words * sizeof(std::uint64_t), cudaMemcpyDeviceToHost)) != cudaSuccess) {

@@ -21,6 +21,8 @@ absl::Status Register(Registry& r) {
           ParamSpec::Int("seed", 1).Min(0).Doc("seed of the stochastic rounding (mixed with rank and step)"),
           ParamSpec::Int("elements", 0).Min(0).Unit("values").Doc("gradient length; 0 takes it from the first encode"),
           ParamSpec::Choice("device", "cpu", {"cpu", "cuda"}).Doc("where encode and decode run"),
+          ParamSpec::Choice("codebook", "clustered", {"clustered", "uniform"})
+              .Doc("clustered: CASQ's cluster-aware levels; uniform: evenly spaced levels (the baseline)"),
       },
       [](const ParamSet& ps) -> absl::StatusOr<std::unique_ptr<Compressor>> {
         CasqParams p;
@@ -43,6 +45,9 @@ absl::Status Register(Registry& r) {
                       : *positions == "bitmap" ? PositionPolicy::kBitmap
                                                : PositionPolicy::kAuto;
         p.use_cuda = *device == "cuda";
+        const absl::StatusOr<std::string> codebook = ps.Get<std::string>("codebook");
+        if (!codebook.ok()) return codebook.status();
+        p.uniform = *codebook == "uniform";
         TESTBED_ASSIGN_OR_RETURN(auto made, CasqCompressor::Create(p));
         return std::unique_ptr<Compressor>(std::move(made));
       });

@@ -133,6 +133,13 @@ Codebook BuildCodebook(const std::vector<std::int64_t>& histogram, const Histogr
                        const CodebookParams& params) {
   const int total_levels = 1 << params.bits;
   Codebook book;
+  if (params.uniform) {
+    for (int i = 0; i < total_levels; ++i) {
+      const double f = total_levels > 1 ? static_cast<double>(i) / (total_levels - 1) : 0.0;
+      book.levels.push_back(static_cast<float>(spec.lo + f * (static_cast<double>(spec.hi) - spec.lo)));
+    }
+    return book;
+  }
   Bins bins;
   std::vector<int> bin_index;
   double total = 0;

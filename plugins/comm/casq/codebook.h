@@ -16,6 +16,9 @@ struct CodebookParams {
   int bits = 2;                // levels = 2^bits
   int clusters = 4;            // k of the k-means, at most 2^bits
   int kmeans_iterations = 20;  // Lloyd iterations at most (stops earlier when stable)
+  // The baseline CASQ is measured against: 2^bits levels evenly spaced from the minimum to
+  // the maximum, ignoring the distribution (no clustering).
+  bool uniform = false;
 };
 
 struct Cluster {

@@ -21,6 +21,7 @@ struct EncodedRank {
 };
 
 struct EncodeSettings {
+  bool uniform = false;  // evenly spaced levels instead of the cluster-aware codebook
   int bits = 2;
   int clusters = 4;
   int kmeans_iterations = 20;

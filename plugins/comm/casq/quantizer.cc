@@ -182,7 +182,7 @@ EncodedRank EncodeRank(std::span<const float> gradient, const EncodeSettings& s)
   ForEachCoded(out.positions, bitmap, n, [&](std::int64_t i) {
     ++histogram[static_cast<std::size_t>(BinOf(gradient[static_cast<std::size_t>(i)], spec))];
   });
-  const Codebook book = BuildCodebook(histogram, spec, {s.bits, s.clusters, s.kmeans_iterations});
+  const Codebook book = BuildCodebook(histogram, spec, {s.bits, s.clusters, s.kmeans_iterations, s.uniform});
   out.levels = book.levels;
   const int per_word = CodesPerWord(s.bits);
   out.codes.assign(static_cast<std::size_t>((out.count + per_word - 1) / per_word), 0);
