@@ -406,6 +406,9 @@ class Expander {
       Task k;
       k.kind = TaskKind::kKernel;
       k.kernel = KernelOp::kEncode;
+      // On the gradient-exchange stream, like a DDP communication hook: it runs as soon as
+      // the layer's gradient is final, overlapping the rest of the backward pass.
+      k.stream = streams::kDataComm;
       k.device = Dev(d, s, t);
       k.stage = s;
       k.first_layer = l;
@@ -433,6 +436,7 @@ class Expander {
       Task k;
       k.kind = TaskKind::kKernel;
       k.kernel = KernelOp::kDecode;
+      k.stream = streams::kDataComm;
       k.device = Dev(d, s, t);
       k.stage = s;
       k.first_layer = l;

@@ -130,7 +130,7 @@ class RankRunner {
     seq_ = data_.rows_per_sample;
     loss_local_ = 0;
     grad_sq_local_ = 0;
-    pp_bytes_ = dp_bytes_ = tp_bytes_ = encode_s_ = decode_s_ = 0;
+    pp_bytes_ = dp_bytes_ = tp_bytes_ = encode_s_ = decode_s_ = comp_dense_ = comp_wire_ = 0;
     sub_runs_.clear();
     const auto t0 = Clock::now();
     for (TaskId id : tasks_) {
@@ -146,8 +146,9 @@ class RankRunner {
     pending_sends_.clear();
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
     // Loss, gradient norm and traffic over the world; the slowest rank's time.
-    double sums[7] = {loss_local_, grad_sq_local_, pp_bytes_, dp_bytes_, tp_bytes_, encode_s_, decode_s_};
-    TESTBED_RETURN_IF_ERROR(world_.AllReduce(sums, sums, 7, DataType::kFloat64, ReduceOp::kSum));
+    double sums[9] = {loss_local_, grad_sq_local_, pp_bytes_,    dp_bytes_,   tp_bytes_,
+                      encode_s_,   decode_s_,      comp_dense_, comp_wire_};
+    TESTBED_RETURN_IF_ERROR(world_.AllReduce(sums, sums, 9, DataType::kFloat64, ReduceOp::kSum));
     double slowest = wall;
     TESTBED_RETURN_IF_ERROR(world_.AllReduce(&slowest, &slowest, 1, DataType::kFloat64, ReduceOp::kMax));
     traffic_[0] = sums[2];
@@ -155,6 +156,8 @@ class RankRunner {
     traffic_[2] = sums[4];
     traffic_[3] = sums[5] / world_.size();
     traffic_[4] = sums[6] / world_.size();
+    traffic_[5] = sums[7];
+    traffic_[6] = sums[8];
     return StepRecord{sums[0], std::sqrt(sums[1]), slowest};
   }
 
@@ -363,6 +366,8 @@ class RankRunner {
       return r;
     };
     TESTBED_ASSIGN_OR_RETURN(Payload payload, timed(encode_s_, [&] { return comp->Encode(flat, ctx); }));
+    comp_dense_ += static_cast<double>(flat.size()) * sizeof(float);
+    comp_wire_ += static_cast<double>(payload.bytes());
     if (comp->mergeable()) {
       for (PayloadPart& part : payload.parts) {
         dp_bytes_ += static_cast<double>(part.bytes());
@@ -435,8 +440,8 @@ class RankRunner {
   std::map<std::string, std::shared_ptr<Compressor>> compressors_;
   std::int64_t step_counter_ = 0;
   double loss_local_ = 0, grad_sq_local_ = 0, pp_bytes_ = 0, dp_bytes_ = 0, tp_bytes_ = 0;
-  double encode_s_ = 0, decode_s_ = 0;
-  double traffic_[5] = {0, 0, 0, 0, 0};
+  double encode_s_ = 0, decode_s_ = 0, comp_dense_ = 0, comp_wire_ = 0;
+  double traffic_[7] = {0, 0, 0, 0, 0, 0, 0};
 };
 
 }  // namespace
@@ -466,6 +471,8 @@ absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs, std::vecto
         results[i].tensor_parallel_bytes_per_step = runner.traffic()[2];
         results[i].encode_s_per_step = runner.traffic()[3];
         results[i].decode_s_per_step = runner.traffic()[4];
+        results[i].compressed_dense_bytes_per_step = runner.traffic()[5];
+        results[i].compressed_wire_bytes_per_step = runner.traffic()[6];
       }
     }
     if (st.ok()) st = runner.Evaluate(results[i]);

@@ -74,6 +74,8 @@ struct ExecutionResult {
   double data_parallel_bytes_per_step = 0;  // gradient exchange on the wire, all ranks
   double tensor_parallel_bytes_per_step = 0;
   double encode_s_per_step = 0;  // compressor encode time, mean over ranks
+  double compressed_dense_bytes_per_step = 0;  // the compressed tensors' float32 size, all ranks
+  double compressed_wire_bytes_per_step = 0;   // what their payloads put on the wire, all ranks
   double decode_s_per_step = 0;
   double validation_loss = -1;   // when evaluated
   double validation_accuracy = -1;
