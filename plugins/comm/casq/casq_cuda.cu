@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include "testbed/cuda/device_buffer.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -12,25 +14,8 @@
 namespace testbed::casq {
 namespace {
 
-template <typename T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  cudaError_t Allocate(std::int64_t count) {
-    return cudaMalloc(reinterpret_cast<void**>(&ptr_), static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T));
-  }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-};
-
-std::string Failed(const char* what, cudaError_t e) { return std::string(what) + ": " + cudaGetErrorString(e); }
+using cuda::DeviceBuffer;
+using cuda::Failed;
 
 int Grid(std::int64_t threads) { return static_cast<int>(std::min<std::int64_t>((threads + 255) / 256, 8192)); }
 

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include "testbed/cuda/device_buffer.h"
+
 #include <algorithm>
 
 #include "sketch_median.h"
@@ -9,31 +11,14 @@
 namespace testbed::s2reducer {
 namespace {
 
+using cuda::DeviceBuffer;
+using cuda::Failed;
+
 struct RowSeedArray {
   std::uint64_t s[kMaxRows];
 };
 
 // Owns one device allocation; frees it on every return path.
-template <typename T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  cudaError_t Allocate(std::int64_t count) {
-    return cudaMalloc(reinterpret_cast<void**>(&ptr_), static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T));
-  }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-};
-
-std::string Failed(const char* what, cudaError_t e) { return std::string(what) + ": " + cudaGetErrorString(e); }
-
 RowSeedArray Seeds(const SketchShape& shape) {
   RowSeedArray a{};
   for (int r = 0; r < shape.rows; ++r) a.s[r] = RowSeed(shape.seed, r);

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include "testbed/cuda/device_buffer.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -10,29 +12,12 @@
 namespace testbed::topk {
 namespace {
 
+using cuda::DeviceBuffer;
+using cuda::Failed;
+
 // One thread per element of a tile; tiles are the unit of the index-order compaction.
 constexpr int kTile = 1024;
 constexpr int kDigitBits = 11;  // radix-select digit: 2048 shared-memory bins
-
-template <typename T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  cudaError_t Allocate(std::int64_t count) {
-    return cudaMalloc(reinterpret_cast<void**>(&ptr_), static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T));
-  }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-};
-
-std::string Failed(const char* what, cudaError_t e) { return std::string(what) + ": " + cudaGetErrorString(e); }
 
 __global__ void AddKernel(const float* g, float* r, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
