@@ -152,8 +152,9 @@ SearchSpace DefaultSearchSpace(const PlanningContext& ctx) {
 
 namespace {
 
-// Without a simulator: 1F1B with equal stages, (m + p - 1) x the slowest stage.
-absl::StatusOr<MetricSet> Analytic(const PlanningContext& ctx, const Plan& plan) {
+}  // namespace
+
+absl::StatusOr<MetricSet> EstimateOneFOneB(const PlanningContext& ctx, const Plan& plan) {
   double slowest = 0;
   for (int s = 0; s < plan.pp; ++s) {
     const DeviceSpec& dev = ctx.cluster.spec_of(plan.DeviceOf(0, s, 0));
@@ -180,6 +181,8 @@ absl::StatusOr<MetricSet> Analytic(const PlanningContext& ctx, const Plan& plan)
         Better::kHigher);
   return m;
 }
+
+namespace {
 
 // A lower bound of a stage's memory (weights, gradients, optimizer state and one
 // micro-batch's activations), to skip candidates that cannot fit without simulating them.
@@ -222,7 +225,7 @@ absl::StatusOr<SearchResult> SearchPlans(const PlanningContext& ctx, const Searc
           if (!plan.ok()) continue;
           ++best.candidates;
           if (CannotFit(ctx, *plan)) continue;
-          auto metrics = ctx.evaluate ? ctx.evaluate(*plan) : Analytic(ctx, *plan);
+          auto metrics = ctx.evaluate ? ctx.evaluate(*plan) : EstimateOneFOneB(ctx, *plan);
           if (!metrics.ok()) {
             if (reasons.size() < 3) reasons.emplace_back(metrics.status().message());
             continue;

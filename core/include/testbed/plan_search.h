@@ -53,6 +53,11 @@ struct SearchSpace {
 // (when TP > 1 with sequence parallelism) and full.
 [[nodiscard]] SearchSpace DefaultSearchSpace(const PlanningContext& ctx);
 
+// Without a simulator: 1F1B with its slowest stage setting the pace, (m + p - 1) x that
+// stage's forward, backward and recomputation of one micro-batch; communication ignored.
+// Metrics: iteration_time_s, throughput_samples_per_s.
+[[nodiscard]] absl::StatusOr<MetricSet> EstimateOneFOneB(const PlanningContext& ctx, const Plan& plan);
+
 struct SearchResult {
   Plan plan;
   MetricSet metrics;  // of the chosen plan

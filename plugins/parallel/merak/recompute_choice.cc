@@ -1,5 +1,7 @@
 #include "recompute_choice.h"
 
+#include "testbed/plan_search.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -53,32 +55,6 @@ int InFlight(const Plan& plan, int stage, bool shifted) {
   return static_cast<int>(std::min<std::int64_t>(n, plan.micro_batches));
 }
 
-absl::StatusOr<MetricSet> AnalyticEstimate(const PlanningContext& ctx, const Plan& plan) {
-  double slowest = 0;
-  for (int s = 0; s < plan.pp; ++s) {
-    const DeviceSpec& dev = ctx.cluster.spec_of(plan.DeviceOf(0, s, 0));
-    double t = 0;
-    for (int c = 0; c < plan.virtual_stages; ++c) {
-      const StageSpec& st = plan.Chunk(s, c);
-      for (int l = st.first_layer; l < st.end_layer; ++l) {
-        LayerWork w{&ctx.model.layers[static_cast<size_t>(l)], Phase::kForward, plan.micro_batch, plan.tp,
-                    plan.sequence_parallel, ctx.train.precision, 1.0, false};
-        TESTBED_ASSIGN_OR_RETURN(double f, ctx.device_model.LayerTime(w, dev));
-        w.phase = Phase::kBackward;
-        TESTBED_ASSIGN_OR_RETURN(double b, ctx.device_model.LayerTime(w, dev));
-        t += f + b + (l - st.first_layer < st.recompute_layers ? f : 0);
-      }
-    }
-    slowest = std::max(slowest, t);
-  }
-  const double time = static_cast<double>(plan.micro_batches + plan.pp - 1) * slowest;
-  MetricSet m;
-  m.Add("iteration_time_s", time, "s", Better::kLower);
-  m.Add("throughput_samples_per_s",
-        static_cast<double>(plan.dp * plan.micro_batches * plan.micro_batch) / std::max(time, 1e-30), "samples/s",
-        Better::kHigher);
-  return m;
-}
 
 absl::StatusOr<RecomputeChoice> ChooseRecompute(const PlanningContext& ctx, Plan& plan, RecomputePolicy policy,
                                                 bool shifted, const Evaluate& evaluate) {
@@ -101,7 +77,7 @@ absl::StatusOr<RecomputeChoice> ChooseRecompute(const PlanningContext& ctx, Plan
       return absl::ResourceExhaustedError(
           absl::StrCat("no recomputation ratio fits in memory (", plan.pp, " stages, micro-batch ", plan.micro_batch, ")"));
     }
-    auto metrics = evaluate ? evaluate(plan) : AnalyticEstimate(ctx, plan);
+    auto metrics = evaluate ? evaluate(plan) : EstimateOneFOneB(ctx, plan);
     ++choice.evaluations;
     if (metrics.ok()) {
       choice.metrics = std::move(*metrics);

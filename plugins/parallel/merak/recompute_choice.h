@@ -29,10 +29,6 @@ struct RecomputeChoice {
 // critical path (it runs one more forward before its first backward), at most M.
 [[nodiscard]] int InFlight(const Plan& plan, int stage, bool shifted);
 
-// Without a simulator: 1F1B over the slowest stage, (M + P - 1) x its forward, backward and
-// recomputation time.
-[[nodiscard]] absl::StatusOr<MetricSet> AnalyticEstimate(const PlanningContext& ctx, const Plan& plan);
-
 using Evaluate = std::function<absl::StatusOr<MetricSet>(const Plan&)>;
 
 // Sets plan's recompute layers for the smallest r0 that fits and returns the choice. `shifted`:
