@@ -1,11 +1,14 @@
-# testbed_add_plugin(<name> SOURCES <files...> [CUDA_SOURCES <files...>] [LIBRARIES <targets...>])
+# testbed_add_plugin(<name> SOURCES <files...> [CUDA_SOURCES <files...>] [LIBRARIES <targets...>]
+#                    [OUTPUT_DIRECTORY <dir>] [EXPORT_ALL])
 #
-# Builds a testbed plugin: a MODULE library named <name>.so that exports one entry symbol
-# (see testbed/plugin.h) and links the core. Everything else stays hidden, so two plugins
-# may use the same names without seeing each other's. CUDA_SOURCES are compiled only when
+# Builds a testbed plugin: a MODULE library named <name>.so that exports one entry symbol,
+# `testbed_plugin` (see testbed/plugin.h), and links the core. A linker version script hides
+# everything else (including what static libraries and header-only code would export), so two
+# plugins may use the same names without seeing each other's; EXPORT_ALL keeps the default
+# visibility rules instead (for tests of symbol clashes). CUDA_SOURCES are compiled only when
 # the CUDA language is enabled in the including project.
 function(testbed_add_plugin name)
-  cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;CUDA_SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "EXPORT_ALL" "OUTPUT_DIRECTORY" "SOURCES;CUDA_SOURCES;LIBRARIES" ${ARGN})
   set(sources ${ARG_SOURCES})
   get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
   if(ARG_CUDA_SOURCES AND "CUDA" IN_LIST languages)
@@ -22,6 +25,12 @@ function(testbed_add_plugin name)
   endif()
   if(ARG_CUDA_SOURCES AND "CUDA" IN_LIST languages)
     target_compile_definitions(${name} PRIVATE TESTBED_PLUGIN_HAS_CUDA=1)
+  endif()
+  if(NOT ARG_EXPORT_ALL)
+    set(script "${CMAKE_CURRENT_BINARY_DIR}/${name}_exports.map")
+    file(WRITE "${script}" "{\n  global: testbed_plugin;\n  local: *;\n};\n")
+    target_link_options(${name} PRIVATE "LINKER:--version-script=${script}")
+    set_property(TARGET ${name} APPEND PROPERTY LINK_DEPENDS "${script}")
   endif()
   set_target_properties(${name} PROPERTIES
     PREFIX ""

@@ -17,7 +17,7 @@
 namespace testbed {
 
 // Bumped whenever a public header changes in a way that breaks binary compatibility.
-inline constexpr std::uint32_t kAbiVersion = 1;
+inline constexpr std::uint32_t kAbiVersion = 2;
 
 // Layout rule: `abi_version` stays the first member forever, so that any version of the
 // loader can read it from any library.
