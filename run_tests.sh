@@ -16,8 +16,8 @@ asan="$root/build-asan"
 cmake -S "$root" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESTBED_SANITIZE=ON \
   -DTESTBED_BUILD_TESTS=ON -DTESTBED_BUILD_BENCH=OFF -DTESTBED_WITH_CUDA=OFF
 cmake --build "$asan" -- -j"$jobs"
-# OpenMPI's runtime keeps allocations until exit; leaks are checked in our own code by the
-# non-MPI tests, which run with leak detection on.
+# Leak detection is on; the MPI tests turn it off for their processes (OpenMPI's runtime keeps
+# its allocations until exit), see tests/plugins/mpi/CMakeLists.txt.
 ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}" \
 UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
   ctest --test-dir "$asan" --output-on-failure -j"$jobs"

@@ -23,8 +23,13 @@ class HostSpace final : public BufferSpace {
  public:
   [[nodiscard]] void* Allocate(std::size_t bytes) override { return std::malloc(bytes == 0 ? 1 : bytes); }
   void Free(void* p) override { std::free(p); }
-  void Upload(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void Download(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  // memcpy must not see a null pointer, even for zero bytes (an empty vector's data()).
+  void Upload(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+  void Download(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
 };
 
 // A buffer of `n` elements of T in a BufferSpace.
