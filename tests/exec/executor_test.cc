@@ -8,10 +8,13 @@
 #include "engine/plugin_loader.h"
 #include "exec/data_sources.h"
 #include "exec/executor.h"
+#include "fake_device.h"
 #include "sim_fixtures.h"
 #include "testbed/communicator.h"
+#include "testbed/host_staging.h"
 #include "testbed/partitioner.h"
 #include "testbed/scheduler.h"
+#include "testbed/status_macros.h"
 #include "testbed/train/char_corpus.h"
 
 namespace testbed::exec {
@@ -25,6 +28,9 @@ struct Layout {
   std::string scheduler = "1f1b";
   std::map<std::string, ParamValue> scheduler_params;
   RecomputeMode recompute = RecomputeMode::kNone;
+  // The ranks' endpoints: local threads; the same through host staging over a fake device;
+  // a fake device without staging (the executor must refuse it); nccl with host buffers.
+  enum class Endpoints { kLocal, kStagedFakeDevice, kFakeDeviceOnly, kNcclHostBuffers } endpoints = Endpoints::kLocal;
 };
 
 class ExecutorTest : public ::testing::Test {
@@ -52,6 +58,38 @@ class ExecutorTest : public ::testing::Test {
   }
 
   static std::vector<StepRecord> Train(const Layout& layout) {
+    absl::StatusOr<std::vector<StepRecord>> steps = Run(layout);
+    EXPECT_TRUE(steps.ok()) << layout.name << ": " << steps.status();
+    return steps.ok() ? *steps : std::vector<StepRecord>{};
+  }
+
+  static absl::StatusOr<std::vector<std::unique_ptr<CommGroup>>> Endpoints(const Layout& layout, int world) {
+    if (layout.endpoints == Layout::Endpoints::kNcclHostBuffers) {
+      if (registry_->Find(ComponentKind::kCommunicator, "nccl") == nullptr) {
+        return absl::UnavailableError("nccl communicator not built");
+      }
+      auto comm = Make<Communicator>("nccl", {{"timeout_s", 60.0}, {"host_buffers", true}});
+      if (comm == nullptr) return absl::InternalError("nccl communicator not made");
+      return comm->Connect(world);
+    }
+    auto comm = Make<Communicator>("local", {{"timeout_s", 60.0}});
+    if (comm == nullptr) return absl::InternalError("local communicator not made");
+    TESTBED_ASSIGN_OR_RETURN(auto endpoints, comm->Connect(world));
+    if (layout.endpoints == Layout::Endpoints::kLocal) return endpoints;
+    std::vector<std::unique_ptr<CommGroup>> wrapped;
+    for (auto& e : endpoints) {
+      auto memory = std::make_shared<testing::FakeDeviceMemory>();
+      auto device_only = std::make_unique<testing::DeviceOnlyGroup>(std::move(e), memory);
+      if (layout.endpoints == Layout::Endpoints::kFakeDeviceOnly) {
+        wrapped.push_back(std::move(device_only));
+      } else {
+        wrapped.push_back(MakeHostStaged(std::move(device_only), memory));
+      }
+    }
+    return wrapped;
+  }
+
+  static absl::StatusOr<std::vector<StepRecord>> Run(const Layout& layout) {
     ModelShape shape;
     shape.name = "tiny";
     shape.layers = 4;
@@ -79,22 +117,15 @@ class ExecutorTest : public ::testing::Test {
     auto dm = Make<DeviceModel>("roofline");
     auto part = Make<Partitioner>(layout.partitioner, layout.partitioner_params);
     auto sched = Make<Scheduler>(layout.scheduler, layout.scheduler_params);
-    if (!dm || !part || !sched) return {};
+    if (!dm || !part || !sched) return absl::InternalError("components not made");
     PlanningContext ctx{graph, cluster, train, parallel, *dm, 1, {}};
-    auto plan = part->Partition(ctx);
-    EXPECT_TRUE(plan.ok()) << layout.name << ": " << plan.status();
-    if (!plan.ok()) return {};
-    SchedulingContext sctx{graph, cluster, *plan, train, *dm};
-    auto schedule = sched->BuildSchedule(sctx);
-    EXPECT_TRUE(schedule.ok()) << layout.name << ": " << schedule.status();
-    if (!schedule.ok()) return {};
-    auto comm = Make<Communicator>("local", {{"timeout_s", 60.0}});
-    auto endpoints = comm->Connect(world);
-    EXPECT_TRUE(endpoints.ok()) << endpoints.status();
-    ExecutorInputs in{graph, *plan, *schedule, train, TextSource(*corpus_, shape.seq_len, 5), 5, {}, {}, {}};
-    auto result = Execute(in, std::move(*endpoints));
-    EXPECT_TRUE(result.ok()) << layout.name << ": " << result.status();
-    return result.ok() ? result->steps : std::vector<StepRecord>{};
+    TESTBED_ASSIGN_OR_RETURN(Plan plan, part->Partition(ctx));
+    SchedulingContext sctx{graph, cluster, plan, train, *dm};
+    TESTBED_ASSIGN_OR_RETURN(Schedule schedule, sched->BuildSchedule(sctx));
+    TESTBED_ASSIGN_OR_RETURN(auto endpoints, Endpoints(layout, world));
+    ExecutorInputs in{graph, plan, schedule, train, TextSource(*corpus_, shape.seq_len, 5), 5, {}, {}, {}};
+    TESTBED_ASSIGN_OR_RETURN(ExecutionResult result, Execute(in, std::move(endpoints)));
+    return result.steps;
   }
 
   static void ExpectSameAsSingle(const Layout& layout) {
@@ -148,6 +179,44 @@ TEST_F(ExecutorTest, MerakShiftedCriticalPath) {
 }
 TEST_F(ExecutorTest, AutoPipeSubLayerStages) {
   ExpectSameAsSingle({"autopipe-pp4", 1, 4, 1, 1, "autopipe", {{"search", false}}, "1f1b"});
+}
+
+// Host buffers staged through (fake) device memory, as with nccl's host_buffers: pipeline
+// sends and receives, tensor- and data-parallel all-reduces all go through the staging.
+TEST_F(ExecutorTest, HostStagedDeviceCommunicator) {
+  Layout l{"staged-dp2-tp2", 2, 1, 2};
+  l.endpoints = Layout::Endpoints::kStagedFakeDevice;
+  ExpectSameAsSingle(l);
+  Layout p{"staged-pp2-dp2", 1, 2, 2};
+  p.endpoints = Layout::Endpoints::kStagedFakeDevice;
+  ExpectSameAsSingle(p);
+}
+
+TEST_F(ExecutorTest, DeviceMemoryEndpointsAreRefused) {
+  Layout l{"device-only-dp2", 1, 1, 2};
+  l.endpoints = Layout::Endpoints::kFakeDeviceOnly;
+  absl::StatusOr<std::vector<StepRecord>> steps = Run(l);
+  ASSERT_FALSE(steps.ok());
+  EXPECT_EQ(steps.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(steps.status().message().find("host_buffers = true"), std::string_view::npos) << steps.status();
+}
+
+// On GPUs: the nccl communicator with host buffers, one rank per GPU.
+TEST_F(ExecutorTest, NcclHostBuffers) {
+  Layout l{"nccl-dp2", 1, 1, 2};
+  l.endpoints = Layout::Endpoints::kNcclHostBuffers;
+  absl::StatusOr<std::vector<StepRecord>> probe = Run(Layout{"nccl-probe", 1, 1, 1, 1, "megatron.uniform", {}, "1f1b",
+                                                             {}, RecomputeMode::kNone,
+                                                             Layout::Endpoints::kNcclHostBuffers});
+  if (!probe.ok() && (probe.status().code() == absl::StatusCode::kUnavailable)) {
+    GTEST_SKIP() << "nccl communicator not usable here: " << probe.status();
+  }
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  absl::StatusOr<std::vector<StepRecord>> two = Run(l);
+  if (!two.ok() && two.status().code() == absl::StatusCode::kInvalidArgument) {
+    GTEST_SKIP() << "needs 2 GPUs: " << two.status();
+  }
+  ExpectSameAsSingle(l);
 }
 
 }  // namespace

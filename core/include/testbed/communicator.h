@@ -4,8 +4,9 @@
 //
 // Conventions shared by every implementation:
 //  * Buffers hold `count` elements of a DataType. They live in host memory for the local and
-//    mpi communicators and in GPU memory (of the endpoint's device) for nccl: see
-//    memory_space(). Pointers must stay valid until the operation has finished.
+//    mpi communicators and in GPU memory (of the endpoint's device) for nccl, unless nccl's
+//    host_buffers stages host memory through the GPU (host_staging.h): see memory_space().
+//    Pointers must stay valid until the operation has finished.
 //  * Every member of a group calls the same collectives in the same order with matching
 //    arguments (same op, type, counts, root), as in MPI and NCCL. A mismatch that the
 //    implementation can see is an InvalidArgument error on every member.

@@ -448,6 +448,15 @@ class RankRunner {
 
 absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs, std::vector<std::unique_ptr<CommGroup>> endpoints) {
   if (endpoints.empty()) return absl::InvalidArgumentError("no ranks to run on");
+  for (const auto& e : endpoints) {
+    // The engine's tensors live in host memory; a device-memory endpoint would be handed
+    // pointers it cannot use.
+    if (e->memory_space() != MemorySpace::kHost) {
+      return absl::InvalidArgumentError(
+          "the executor trains on the CPU and passes host buffers, but the communicator's endpoints take GPU "
+          "memory; with the nccl communicator set its parameter host_buffers = true");
+    }
+  }
   const size_t n = endpoints.size();
   std::vector<ExecutionResult> results(n);
   std::vector<absl::Status> status(n);

@@ -83,7 +83,8 @@ struct ExecutionResult {
 
 // Runs `train.steps` iterations. `endpoints` are the world-group endpoints this process
 // hosts (all ranks for `local`, one for `mpi`); rank r is device r of the plan. The result
-// is complete on the process hosting world rank 0 (others return their share).
+// is complete on the process hosting world rank 0 (others return their share). Endpoints
+// must take host memory (memory_space() kHost): the nccl communicator with host_buffers.
 // Errors: a rank's first failure (shape, communication deadline, ...) naming the task.
 [[nodiscard]] absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs,
                                                       std::vector<std::unique_ptr<CommGroup>> endpoints);

@@ -6,8 +6,10 @@
 #include <nccl.h>
 
 #include "absl/strings/str_cat.h"
+#include "cuda_device_memory.h"
 #include "endpoint_core.h"
 #include "nccl_group.h"
+#include "testbed/host_staging.h"
 
 namespace testbed::nccl {
 
@@ -33,8 +35,13 @@ absl::StatusOr<std::vector<std::unique_ptr<CommGroup>>> NcclCommunicator::Connec
   auto shared = std::make_shared<SharedGroup>(ranks, ranks);
   std::vector<std::unique_ptr<CommGroup>> endpoints;
   for (int k = 0; k < world_size; ++k) {
-    endpoints.push_back(
-        std::make_unique<NcclGroup>(std::make_shared<EndpointCore>(shared, k, comms[static_cast<size_t>(k)], timeout_s_)));
+    auto group =
+        std::make_unique<NcclGroup>(std::make_shared<EndpointCore>(shared, k, comms[static_cast<size_t>(k)], timeout_s_));
+    if (host_buffers_) {
+      endpoints.push_back(MakeHostStaged(std::move(group), std::make_shared<CudaDeviceMemory>(k)));
+    } else {
+      endpoints.push_back(std::move(group));
+    }
   }
   return endpoints;
 }

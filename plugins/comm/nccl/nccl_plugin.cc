@@ -14,10 +14,14 @@ absl::Status Register(Registry& r) {
               .Range(0.001, 86400)
               .Unit("s")
               .Doc("an operation whose peers have not all joined by then fails, naming them"),
+          ParamSpec::Bool("host_buffers", false)
+              .Doc("take host buffers and stage them through GPU memory (for the executor, which trains on the "
+                   "CPU); false: buffers are device memory, as in NCCL"),
       },
       [](const ParamSet& ps) -> absl::StatusOr<std::unique_ptr<Communicator>> {
         TESTBED_ASSIGN_OR_RETURN(double timeout_s, ps.Get<double>("timeout_s"));
-        return std::make_unique<NcclCommunicator>(timeout_s);
+        TESTBED_ASSIGN_OR_RETURN(bool host_buffers, ps.Get<bool>("host_buffers"));
+        return std::make_unique<NcclCommunicator>(timeout_s, host_buffers);
       });
 }
 
