@@ -3,7 +3,10 @@
 // aside: partial sums add up in another order).
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <cmath>
+#include <functional>
 
 #include "engine/plugin_loader.h"
 #include "exec/data_sources.h"
@@ -16,6 +19,7 @@
 #include "testbed/scheduler.h"
 #include "testbed/status_macros.h"
 #include "testbed/train/char_corpus.h"
+#include "testbed/train/gemm.h"
 
 namespace testbed::exec {
 namespace {
@@ -31,6 +35,24 @@ struct Layout {
   // The ranks' endpoints: local threads; the same through host staging over a fake device;
   // a fake device without staging (the executor must refuse it); nccl with host buffers.
   enum class Endpoints { kLocal, kStagedFakeDevice, kFakeDeviceOnly, kNcclHostBuffers } endpoints = Endpoints::kLocal;
+  // Matrix products per rank (empty: the default, Eigen).
+  std::function<absl::StatusOr<std::unique_ptr<train::GemmBackend>>(int)> make_gemm;
+};
+
+// Eigen products, counted per world rank.
+class CountingGemm final : public train::GemmBackend {
+ public:
+  explicit CountingGemm(std::atomic<int>& calls) : calls_(calls) {}
+  absl::Status Gemm(const train::Matrix<float>& a, bool ta, const train::Matrix<float>& b, bool tb, float beta,
+                    train::Matrix<float>& c) override {
+    ++calls_;
+    return eigen_.Gemm(a, ta, b, tb, beta, c);
+  }
+  std::string name() const override { return "counting"; }
+
+ private:
+  std::atomic<int>& calls_;
+  train::EigenGemm eigen_;
 };
 
 class ExecutorTest : public ::testing::Test {
@@ -123,7 +145,8 @@ class ExecutorTest : public ::testing::Test {
     SchedulingContext sctx{graph, cluster, plan, train, *dm};
     TESTBED_ASSIGN_OR_RETURN(Schedule schedule, sched->BuildSchedule(sctx));
     TESTBED_ASSIGN_OR_RETURN(auto endpoints, Endpoints(layout, world));
-    ExecutorInputs in{graph, plan, schedule, train, TextSource(*corpus_, shape.seq_len, 5), 5, {}, {}, {}};
+    ExecutorInputs in{graph, plan, schedule, train, TextSource(*corpus_, shape.seq_len, 5), 5, {}, {}, {},
+                      layout.make_gemm};
     TESTBED_ASSIGN_OR_RETURN(ExecutionResult result, Execute(in, std::move(endpoints)));
     return result.steps;
   }
@@ -199,6 +222,38 @@ TEST_F(ExecutorTest, DeviceMemoryEndpointsAreRefused) {
   ASSERT_FALSE(steps.ok());
   EXPECT_EQ(steps.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(steps.status().message().find("host_buffers = true"), std::string_view::npos) << steps.status();
+}
+
+// A rank's layers run their products on the backend the executor gives its thread.
+TEST_F(ExecutorTest, EveryRankUsesItsMatrixProductBackend) {
+  std::array<std::atomic<int>, 4> calls{};
+  Layout l{"tp2-dp2-counted", 2, 1, 2};
+  l.make_gemm = [&calls](int rank) -> absl::StatusOr<std::unique_ptr<train::GemmBackend>> {
+    return std::make_unique<CountingGemm>(calls[static_cast<size_t>(rank)]);
+  };
+  ExpectSameAsSingle(l);
+  for (size_t r = 0; r < calls.size(); ++r) EXPECT_GT(calls[r].load(), 0) << "rank " << r;
+}
+
+TEST_F(ExecutorTest, MissingMatrixProductBackendIsOneClearError) {
+  Layout l{"dp2-no-gpu", 1, 1, 2};
+  l.make_gemm = [](int rank) -> absl::StatusOr<std::unique_ptr<train::GemmBackend>> {
+    if (rank == 1) return absl::UnavailableError("no GPU for this rank");
+    return std::make_unique<train::EigenGemm>();
+  };
+  absl::StatusOr<std::vector<StepRecord>> steps = Run(l);
+  ASSERT_FALSE(steps.ok());
+  EXPECT_EQ(steps.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(steps.status().message().find("rank 1: no GPU"), std::string_view::npos) << steps.status();
+}
+
+// On a GPU: cuBLAS products (FP32) train like Eigen's within float rounding.
+TEST_F(ExecutorTest, CublasMatrixProducts) {
+  const int gpus = train::CudaDeviceCount();
+  if (gpus == 0) GTEST_SKIP() << "no usable GPU: cuBLAS training not tested";
+  Layout l{"cublas-tp2-pp2", 2, 2, 1};
+  l.make_gemm = [gpus](int rank) { return train::MakeCublasGemm(rank % gpus); };
+  ExpectSameAsSingle(l);
 }
 
 // On GPUs: the nccl communicator with host buffers, one rank per GPU.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -461,7 +462,22 @@ absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs, std::vecto
   std::vector<ExecutionResult> results(n);
   std::vector<absl::Status> status(n);
   std::mutex mu;
+  // Every rank's matrix-product backend before any rank starts, so that a missing GPU is one
+  // clear error rather than ranks waiting for a peer that never came.
+  std::vector<std::unique_ptr<train::GemmBackend>> gemms(n);
+  if (inputs.make_gemm) {
+    for (size_t i = 0; i < n; ++i) {
+      const int world_rank = endpoints[i]->world_ranks()[static_cast<size_t>(endpoints[i]->rank())];
+      absl::StatusOr<std::unique_ptr<train::GemmBackend>> made = inputs.make_gemm(world_rank);
+      if (!made.ok()) {
+        return absl::Status(made.status().code(), absl::StrCat("rank ", world_rank, ": ", made.status().message()));
+      }
+      gemms[i] = std::move(*made);
+    }
+  }
   auto body = [&](size_t i) {
+    std::optional<train::ScopedGemm> gemm_scope;
+    if (gemms[i] != nullptr) gemm_scope.emplace(*gemms[i]);
     RankRunner runner(inputs, *endpoints[i]);
     absl::Status st = runner.Setup();
     for (std::int64_t step = 0; st.ok() && step < inputs.train.steps; ++step) {

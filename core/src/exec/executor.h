@@ -24,6 +24,7 @@
 #include "testbed/model_graph.h"
 #include "testbed/plan.h"
 #include "testbed/schedule.h"
+#include "testbed/train/gemm.h"
 
 namespace testbed::exec {
 
@@ -52,6 +53,9 @@ struct ExecutorInputs {
   // Held-out data, evaluated by world rank 0 after training when the model is not split
   // (tp = pp = 1); empty: no evaluation.
   std::function<absl::StatusOr<Batch>()> validation;
+  // Makes the matrix-product backend of a world rank's thread (cuBLAS on that rank's GPU, say);
+  // empty: Eigen on the CPU.
+  std::function<absl::StatusOr<std::unique_ptr<train::GemmBackend>>(int world_rank)> make_gemm;
 };
 
 struct StepRecord {

@@ -16,6 +16,7 @@
 #include "sim/simulator.h"
 #include "testbed/collective.h"
 #include "testbed/communicator.h"
+#include "testbed/train/gemm.h"
 #include "testbed/compressor.h"
 #include "testbed/partitioner.h"
 #include "testbed/pipeline_program.h"
@@ -102,6 +103,9 @@ const BackendInfo& RealBackend::Info() {
         ParamSpec::Int("profile_repeats", 3).Range(1, 100).Doc("timings per layer in the profile (median kept)"),
         ParamSpec::Choice("compress", "all", {"all", "embedding"})
             .Doc("which gradients go through the compressor: all, or the embedding's only (sparse ones)"),
+        ParamSpec::Choice("device", "cpu", {"cpu", "cuda"})
+            .Doc("where the layers' matrix products run: cpu (Eigen) or cuda (cuBLAS, rank r on GPU r modulo the "
+                 "GPUs this process sees; the rest of training stays on the CPU)"),
         ParamSpec::Double("target_loss", 0.0).Min(0)
             .Doc("report the steps and time until the training loss first reaches this (0: not reported)"),
     };
@@ -174,7 +178,17 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     compress_layer = [&graph](int l) { return graph.layers[static_cast<size_t>(l)].kind == LayerKind::kEmbedding; };
   }
   exec::ExecutorInputs inputs{graph, plan, schedule, run.train, source, run.seed, make_compressor, compress_layer,
-                              validation};
+                              validation, {}};
+  const bool on_gpu = real.GetOr<std::string>("device", "cpu") == "cuda";
+  if (on_gpu) {
+    inputs.make_gemm = [](int world_rank) -> absl::StatusOr<std::unique_ptr<train::GemmBackend>> {
+      const int gpus = train::CudaDeviceCount();
+      if (gpus == 0) {
+        return absl::UnavailableError("[real] device = \"cuda\" but no usable GPU (or built without CUDA)");
+      }
+      return train::MakeCublasGemm(world_rank % gpus);
+    };
+  }
   TESTBED_ASSIGN_OR_RETURN(auto endpoints, communicator->Connect(world));
   TESTBED_ASSIGN_OR_RETURN(exec::ExecutionResult result, exec::Execute(inputs, std::move(endpoints)));
 
@@ -256,7 +270,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     TESTBED_ASSIGN_OR_RETURN(auto local_comm, registry.Create<Communicator>("local", local_params));
     TESTBED_ASSIGN_OR_RETURN(auto one_endpoints, local_comm->Connect(1));
     // The reference trains without compression: it is the exact gradient every arm is held to.
-    exec::ExecutorInputs one_inputs{graph, one, one_sched, run.train, source, run.seed, {}, {}, {}};
+    exec::ExecutorInputs one_inputs{graph, one, one_sched, run.train, source, run.seed, {}, {}, {}, {}};
     TESTBED_ASSIGN_OR_RETURN(exec::ExecutionResult ref, exec::Execute(one_inputs, std::move(one_endpoints)));
     double loss_diff = 0, norm_diff = 0;
     for (size_t i = 0; i < steps.size() && i < ref.steps.size(); ++i) {
@@ -318,6 +332,9 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
                       {"kind", "", kind},     {"label", "", label}};
   out.tables.push_back(std::move(timeline));
   out.notes.push_back("timeline: measured task times of the last step (each rank runs its tasks in schedule order)");
+  if (on_gpu) {
+    out.notes.push_back("matrix products on GPUs (cuBLAS, FP32); the single-process reference ran them on the CPU");
+  }
   return out;
 }
 

@@ -1,8 +1,10 @@
 #include "testbed/train/linear.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "shape_checks.h"
+#include "testbed/train/gemm.h"
 #include "testbed/status_macros.h"
 
 namespace testbed::train {
@@ -28,7 +30,12 @@ absl::StatusOr<Matrix<T>> Linear<T>::Forward(const Matrix<T>& x, LayerCache<T>& 
   TESTBED_RETURN_IF_ERROR(CheckCols(weight_.name, "input", x.cols(), in()));
   cache.Clear();
   cache.tensors.push_back(x);
-  Matrix<T> y = x * weight_.value;
+  Matrix<T> y;
+  if constexpr (std::is_same_v<T, float>) {
+    TESTBED_RETURN_IF_ERROR(ThreadGemm().Gemm(x, false, weight_.value, false, 0.0f, y));
+  } else {
+    y = x * weight_.value;
+  }
   if (has_bias_) y.rowwise() += bias_.value.row(0);
   return y;
 }
@@ -39,9 +46,17 @@ absl::StatusOr<Matrix<T>> Linear<T>::Backward(const Matrix<T>& dy, const LayerCa
   const Matrix<T>& x = cache.tensors[0];
   TESTBED_RETURN_IF_ERROR(CheckCols(weight_.name, "output gradient", dy.cols(), out()));
   TESTBED_RETURN_IF_ERROR(CheckRows(weight_.name, "output gradient", dy.rows(), x.rows()));
-  weight_.grad.noalias() += x.transpose() * dy;
   if (has_bias_) bias_.grad.row(0) += dy.colwise().sum();
-  return Matrix<T>(dy * weight_.value.transpose());
+  if constexpr (std::is_same_v<T, float>) {
+    GemmBackend& gemm = ThreadGemm();
+    TESTBED_RETURN_IF_ERROR(gemm.Gemm(x, true, dy, false, 1.0f, weight_.grad));
+    Matrix<T> dx;
+    TESTBED_RETURN_IF_ERROR(gemm.Gemm(dy, false, weight_.value, true, 0.0f, dx));
+    return dx;
+  } else {
+    weight_.grad.noalias() += x.transpose() * dy;
+    return Matrix<T>(dy * weight_.value.transpose());
+  }
 }
 
 template <typename T>

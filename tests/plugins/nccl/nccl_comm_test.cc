@@ -1,5 +1,5 @@
 // The nccl communicator: one rank per GPU, each driven from its own thread, buffers in GPU
-// memory. Without a GPU (or driver) every test skips with a message, except the check that
+// memory (or host memory with host_buffers). Without a GPU (or driver) every test skips with a message, except the check that
 // Connect then reports Unavailable instead of crashing.
 #include <algorithm>
 #include <functional>
@@ -63,6 +63,23 @@ TEST(NcclComm, EveryOperationMatchesTheSerialReference) {
   ASSERT_TRUE(ranks.ok()) << ranks.status();
   OnEveryRank(*ranks, [](CommGroup& g) {
     CudaSpace space;
+    CheckEverything(g, space, P2pFeatures{.sends_to_self = false, .reorders_by_tag = false, .larger_receive = false});
+  });
+}
+
+// host_buffers = true: the same checks with host buffers, staged through each rank's GPU
+// (what the executor uses).
+TEST(NcclComm, HostBuffersMatchTheSerialReference) {
+  const int gpus = GpuCount();
+  if (gpus == 0) GTEST_SKIP() << "no usable GPU: nccl communicator with host buffers not tested";
+  auto loaded = LoadCommunicator(TESTBED_NCCL_PLUGIN, "nccl", {{"timeout_s", 60.0}, {"host_buffers", true}});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->comm->memory_space(), MemorySpace::kHost);
+  auto ranks = (*loaded)->comm->Connect(std::min(gpus, 4));
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  OnEveryRank(*ranks, [](CommGroup& g) {
+    EXPECT_EQ(g.memory_space(), MemorySpace::kHost);
+    HostSpace space;
     CheckEverything(g, space, P2pFeatures{.sends_to_self = false, .reorders_by_tag = false, .larger_receive = false});
   });
 }
