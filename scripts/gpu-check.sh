@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The checks that need a GPU, in one go: builds with CUDA (the dependencies must already be
+# installed, e.g. by ./run_tests.sh), runs every test that exercises a GPU (CUDA kernels
+# against their CPU twins, cuBLAS products, NCCL collectives with device and host buffers, GPU
+# training against CPU training), then trains the tiny GPT with cuBLAS products and, with at
+# least two GPUs, through NCCL. Logs and results go to OUTDIR (default gpu-check/).
+#   scripts/gpu-check.sh [OUTDIR]
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$root/gpu-check}"
+mkdir -p "$out"
+build="${TESTBED_GPU_BUILD_DIR:-$root/build-gpu}"
+jobs="${TESTBED_JOBS:-$(nproc)}"
+
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed" >> "$out/nvidia-smi.txt"
+{
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESTBED_BUILD_TESTS=ON \
+    -DTESTBED_BUILD_BENCH=ON -DTESTBED_WITH_CUDA=ON &&
+    cmake --build "$build" -- -j"$jobs"
+} > "$out/build.log" 2>&1 || { echo "build failed: see $out/build.log"; tail -30 "$out/build.log"; exit 1; }
+
+# Tests that touch the GPU (and their CPU-side neighbours, cheap enough to run again).
+ctest --test-dir "$build" --output-on-failure -j1 \
+  -R 'Cuda|Cublas|Nccl|Gemm|HostStag|ExecutorTest' > "$out/gpu-tests.log" 2>&1
+tests_rc=$?
+grep -E 'tests passed|Skipped|Failed|\*\*\*' "$out/gpu-tests.log" | tail -40
+
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+tb="$build/bin/testbed"
+"$tb" run "$root/experiments/tiny_gpt_parallel.toml" --set real.device=cuda --only single --only tp4 \
+  --only pp4-1f1b -o "$out/tiny_gpt_cuda.h5" --fresh -q > "$out/tiny_gpt_cuda.log" 2>&1
+"$tb" show "$out/tiny_gpt_cuda.h5" --csv > "$out/tiny_gpt_cuda.csv" 2>&1
+"$tb" run "$root/experiments/tiny_gpt_parallel.toml" --only single --only tp4 --only pp4-1f1b \
+  -o "$out/tiny_gpt_cpu.h5" --fresh -q > "$out/tiny_gpt_cpu.log" 2>&1
+"$tb" show "$out/tiny_gpt_cpu.h5" --csv > "$out/tiny_gpt_cpu.csv" 2>&1
+if [ "${gpus:-0}" -ge 2 ]; then
+  "$tb" run "$root/experiments/tiny_gpt_parallel.toml" --only dp2-pp2 --set parallel.dp=1 \
+    --set 'communicator={ use = "nccl", host_buffers = true }' -o "$out/tiny_gpt_nccl.h5" --fresh -q \
+    > "$out/tiny_gpt_nccl.log" 2>&1
+  "$tb" show "$out/tiny_gpt_nccl.h5" --csv > "$out/tiny_gpt_nccl.csv" 2>&1
+fi
+"$build/bin/compressor_bench" --benchmark_min_time=0.2s > "$out/compressor_bench.txt" 2>&1 || true
+echo "tests exit status $tests_rc; results in $out"
+exit $tests_rc
