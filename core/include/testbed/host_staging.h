@@ -19,9 +19,10 @@
 
 namespace testbed {
 
-// Device memory of one rank, as a communicator plugin provides it (cudaMalloc and cudaMemcpy
-// on the rank's GPU, for nccl). Calls may come from any thread of the rank's endpoints, one at
-// a time (the pool serialises them).
+// Device memory of one rank, as a communicator plugin provides it (cudaMalloc and copies on
+// the rank's GPU, for nccl). Calls come from any thread driving one of the rank's endpoints
+// (sub-groups may be driven from other threads): Allocate and Release one at a time (under the
+// pool's lock), ToDevice and ToHost possibly concurrently.
 class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
