@@ -7,8 +7,10 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <thread>
 
 #include "engine/plugin_loader.h"
+#include "exec/collective_latency.h"
 #include "exec/data_sources.h"
 #include "exec/executor.h"
 #include "fake_device.h"
@@ -257,6 +259,32 @@ TEST_F(ExecutorTest, CublasMatrixProducts) {
   Layout l{"cublas-tp2-pp2", 2, 2, 1};
   l.make_gemm = [gpus](int rank) { return train::MakeCublasGemm(rank % gpus); };
   ExpectSameAsSingle(l);
+}
+
+// The measured collective latency the prediction of a real run uses.
+TEST_F(ExecutorTest, AllReduceLatencyIsMeasuredOverEveryRank) {
+  auto comm = Make<Communicator>("local", {{"timeout_s", 20.0}});
+  ASSERT_NE(comm, nullptr);
+  auto one = comm->Connect(1);
+  ASSERT_TRUE(one.ok());
+  auto solo = MeasureAllReduceLatency(*one, 5);
+  ASSERT_TRUE(solo.ok()) << solo.status();
+  EXPECT_EQ(*solo, 0.0);  // nothing to wait for
+  auto three = comm->Connect(3);
+  ASSERT_TRUE(three.ok());
+  auto t = MeasureAllReduceLatency(*three, 5);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_GT(*t, 0.0);
+  // The endpoints are still usable afterwards (the executor runs on them next).
+  std::vector<std::thread> threads;
+  for (auto& e : *three) {
+    threads.emplace_back([&e] {
+      float x = static_cast<float>(e->rank());
+      EXPECT_TRUE(e->AllReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum).ok());
+      EXPECT_EQ(x, 3.0f);
+    });
+  }
+  for (auto& th : threads) th.join();
 }
 
 // On GPUs: the nccl communicator with host buffers, one rank per GPU.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/stage_costs.h"
+#include "exec/collective_latency.h"
 #include "exec/data_sources.h"
 #include "exec/executor.h"
 #include "exec/profiled_device_model.h"
@@ -45,7 +46,7 @@ absl::StatusOr<std::string> FindData(const std::string& relative) {
 }
 
 // The executor's "cluster": one node of `n` ranks joined through memory.
-absl::StatusOr<Cluster> CpuCluster(int n, double bandwidth) {
+absl::StatusOr<Cluster> CpuCluster(int n, double bandwidth, double latency_s = 2e-6) {
   NodeType type;
   type.name = "cpu";
   type.devices = n;
@@ -57,8 +58,8 @@ absl::StatusOr<Cluster> CpuCluster(int n, double bandwidth) {
   type.device.memory_bytes = std::int64_t{1} << 34;
   type.device.memory_bandwidth_bytes_per_s = bandwidth;
   type.hubs = {"memory"};
-  // Thread hand-off and copy: a few microseconds per message.
-  LinkSpec link{"memory", LinkKind::kOther, bandwidth, 2e-6};
+  // Latency: a few microseconds for planning; the prediction of a run uses a measured one.
+  LinkSpec link{"memory", LinkKind::kOther, bandwidth, latency_s};
   for (int i = 0; i < n; ++i) type.links.push_back({absl::StrCat("gpu", i), "memory", link});
   return Cluster::Build("cpu", {NodeGroup{type, 1}});
 }
@@ -190,6 +191,11 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     };
   }
   TESTBED_ASSIGN_OR_RETURN(auto endpoints, communicator->Connect(world));
+  const bool predict = real.GetOr<bool>("predict", true);
+  double allreduce_latency = 0;
+  if (predict) {
+    TESTBED_ASSIGN_OR_RETURN(allreduce_latency, exec::MeasureAllReduceLatency(endpoints, 30));
+  }
   TESTBED_ASSIGN_OR_RETURN(exec::ExecutionResult result, exec::Execute(inputs, std::move(endpoints)));
 
   RunOutput out;
@@ -284,14 +290,27 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     m.Add("max_grad_norm_rel_diff_vs_single", norm_diff, "1", Better::kLower);
   }
 
-  if (real.GetOr<bool>("predict", true)) {
+  if (predict) {
     const double cores = std::max(1u, std::thread::hardware_concurrency());
     TESTBED_ASSIGN_OR_RETURN(exec::ProfiledDeviceModel profile,
                              exec::ProfiledDeviceModel::Profile(graph, plan.micro_batch, plan.tp,
                                                                 static_cast<int>(real.GetOr<std::int64_t>("profile_repeats", 3)),
                                                                 world / cores, bandwidth));
     TESTBED_ASSIGN_OR_RETURN(auto collective, Make<Collective>(registry, *run.Component(ComponentKind::kCollective)));
-    SimInputs in{graph, cluster, plan, run.train, profile, *collective};
+    // Link latency from the measured all-reduce: the collective's cost of a 4-byte all-reduce
+    // over every rank with a 1 s link latency counts the latencies on its path.
+    double latency = 2e-6;
+    if (allreduce_latency > 0) {
+      TESTBED_ASSIGN_OR_RETURN(Cluster unit, CpuCluster(world, bandwidth, 1.0));
+      std::vector<DeviceId> everyone(static_cast<size_t>(world));
+      for (int d = 0; d < world; ++d) everyone[static_cast<size_t>(d)] = d;
+      TESTBED_ASSIGN_OR_RETURN(CommPlan probe, collective->PlanCollective(CollectiveOp::kAllReduce, everyone, 4, unit));
+      const double hops = probe.IsolatedTime(unit);
+      if (hops > 0) latency = allreduce_latency / hops;
+      m.Add("measured_allreduce_latency_s", allreduce_latency, "s");
+    }
+    TESTBED_ASSIGN_OR_RETURN(Cluster measured_cluster, CpuCluster(world, bandwidth, latency));
+    SimInputs in{graph, measured_cluster, plan, run.train, profile, *collective};
     TESTBED_ASSIGN_OR_RETURN(SimResult predicted, Simulate(schedule, in, SimOptions{}));
     m.Add("predicted_iteration_s", predicted.iteration_time_s, "s");
     m.Add("prediction_error", predicted.iteration_time_s / measured - 1.0, "1");
