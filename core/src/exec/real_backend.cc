@@ -17,13 +17,13 @@
 #include "sim/simulator.h"
 #include "testbed/collective.h"
 #include "testbed/communicator.h"
-#include "testbed/train/gemm.h"
 #include "testbed/compressor.h"
 #include "testbed/partitioner.h"
 #include "testbed/pipeline_program.h"
 #include "testbed/scheduler.h"
 #include "testbed/status_macros.h"
 #include "testbed/train/char_corpus.h"
+#include "testbed/train/gemm.h"
 #include "testbed/train/labeled_data.h"
 
 namespace testbed {
