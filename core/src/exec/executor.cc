@@ -73,6 +73,16 @@ class RankRunner {
         tp_group = own_tp_group_.get();
       }
     }
+    // Pipeline traffic on two duplicates of the world group, one per direction, like the
+    // simulator's separate send and receive streams: where a communicator queues a rank's
+    // sends and receives in one order (NCCL, on one stream), a gradient going back then never
+    // waits behind an activation going forward to a stage that is itself sending back.
+    if (plan_.pp > 1) {
+      std::vector<int> everyone(static_cast<size_t>(world_.size()));
+      for (int r = 0; r < world_.size(); ++r) everyone[static_cast<size_t>(r)] = r;
+      TESTBED_ASSIGN_OR_RETURN(forward_p2p_, world_.NewGroup(everyone));
+      TESTBED_ASSIGN_OR_RETURN(backward_p2p_, world_.NewGroup(everyone));
+    }
     train::SequentialModel<float> full;
     if (in_.model.shape.family == "mlp") {
       if (plan_.tp > 1) return absl::InvalidArgumentError("an mlp runs without tensor parallelism");
@@ -287,7 +297,8 @@ class RankRunner {
     const int own = t.chunk * plan_.pp + stage_;
     const int receiver = backward ? own - 1 : own + 1;
     pp_bytes_ += static_cast<double>(buffer->size()) * sizeof(float);
-    TESTBED_ASSIGN_OR_RETURN(CommRequestPtr req, world_.ISend(buffer->data(), buffer->size(), DataType::kFloat32,
+    CommGroup& direction = backward ? *backward_p2p_ : *forward_p2p_;
+    TESTBED_ASSIGN_OR_RETURN(CommRequestPtr req, direction.ISend(buffer->data(), buffer->size(), DataType::kFloat32,
                                                               t.peer, Tag(receiver, t.micro_batch, backward)));
     pending_sends_.emplace_back(std::move(req), std::move(buffer));
     return absl::OkStatus();
@@ -297,7 +308,8 @@ class RankRunner {
     const bool backward = t.phase == Phase::kBackward;
     Matrix<float> buffer(Rows(), hidden_);
     const int own = t.chunk * plan_.pp + stage_;
-    TESTBED_RETURN_IF_ERROR(world_.Recv(buffer.data(), buffer.size(), DataType::kFloat32, t.peer,
+    CommGroup& direction = backward ? *backward_p2p_ : *forward_p2p_;
+    TESTBED_RETURN_IF_ERROR(direction.Recv(buffer.data(), buffer.size(), DataType::kFloat32, t.peer,
                                         Tag(own, t.micro_batch, backward)));
     inbox_[{{t.chunk, t.micro_batch}, backward}] = std::move(buffer);
     return absl::OkStatus();
@@ -428,6 +440,7 @@ class RankRunner {
   std::int64_t seq_ = 0, hidden_ = 0;
   std::map<std::int32_t, std::unique_ptr<CommGroup>> groups_;
   std::unique_ptr<CommGroup> own_tp_group_;
+  std::unique_ptr<CommGroup> forward_p2p_, backward_p2p_;  // pipeline traffic by direction
   train::SequentialModel<float> model_;
   std::vector<train::Param<float>*> params_;
   std::unique_ptr<train::Optimizer<float>> optimizer_;
