@@ -151,5 +151,35 @@ TEST(CollectiveClosedForm, TransfersSharingALinkShareItsBandwidth) {
   EXPECT_DOUBLE_EQ(max_bytes, 2 * S);
 }
 
+TEST(CollectiveClosedForm, ATransferLeftAloneSpeedsUpAndTheIterationEndsWithIt) {
+  // Devices 0 and 1 send S and 2S to device 2 over a shared link (no latency): both move at
+  // B/2 until the small one ends at 2S/B; the large one then has S left at B and ends at
+  // 3S/B. Its first finish estimate (4S/B, at half rate) is superseded and must not stretch
+  // the iteration.
+  const Cluster cluster = StarCluster(3, kBw, 0.0);
+  collectives::Ring ring(collectives::CommTuning{});
+  const double S = 50e6;
+  Schedule s(3);
+  for (int k = 0; k < 2; ++k) {
+    Task send;
+    send.kind = TaskKind::kSend;
+    send.stream = static_cast<std::uint8_t>(k);
+    send.device = k;
+    send.peer = 2;
+    send.bytes = static_cast<std::int64_t>(S * (k + 1));
+    const TaskId sid = s.Add(send);
+    Task recv = send;
+    recv.kind = TaskKind::kRecv;
+    recv.device = 2;
+    recv.peer = k;
+    recv.match = sid;
+    s.Add(recv);
+  }
+  const SimResult r = SimulateSchedule(s, cluster, ring);
+  EXPECT_NEAR(r.task_end_s[0], 2 * S / kBw, 1e-12);
+  EXPECT_NEAR(r.task_end_s[2], 3 * S / kBw, 1e-12);
+  EXPECT_NEAR(r.iteration_time_s, 3 * S / kBw, 1e-12);
+}
+
 }  // namespace
 }  // namespace testbed::testing

@@ -67,13 +67,17 @@ class Engine {
     while (!events_.empty() && error_.ok()) {
       const Event e = events_.top();
       events_.pop();
+      // A superseded event (its transfer was re-rated, or, under processor sharing, its
+      // compute task's finish moved) is dropped before it can move the clock: the last one
+      // could otherwise lie after every real event and stretch the iteration.
+      if (Superseded(e)) continue;
       now_ = e.time;
       switch (e.kind) {
         case EventKind::kTaskDone:
           Complete(e.id);
           break;
         case EventKind::kPhaseDone:
-          if (acts_[static_cast<size_t>(e.id)].version == e.version) EndPhase(e.id);
+          EndPhase(e.id);
           break;
       }
     }
@@ -138,6 +142,10 @@ class Engine {
       }
     }
     TESTBED_RETURN_IF_ERROR(PrepareCosts());
+    if (opt_.shared_cores > 0) {
+      work_left_.assign(n, 0.0);
+      share_version_.assign(n, 0);
+    }
     computing_.assign(static_cast<size_t>(devices), 0);
     communicating_.assign(static_cast<size_t>(devices), 0);
     last_change_.assign(static_cast<size_t>(devices), 0.0);
@@ -321,7 +329,45 @@ class Engine {
       stats_[d].memory_peak_bytes = std::max(stats_[d].memory_peak_bytes, mem_now_[d]);
       if (holds) Hold(task, dev, +1);
     }
+    if (opt_.shared_cores > 0) {
+      CatchUpSharing();
+      sharing_.push_back(t);
+      work_left_[i] = duration_[i];
+      threads_busy_ += static_cast<int>(s_.DevicesOf(t).size());
+      RescheduleSharing();
+      return;
+    }
     Push(now_ + duration_[i], EventKind::kTaskDone, t);
+  }
+
+  [[nodiscard]] bool Superseded(const Event& e) const {
+    if (e.kind == EventKind::kPhaseDone) return acts_[static_cast<size_t>(e.id)].version != e.version;
+    return opt_.shared_cores > 0 && IsCompute(e.id) && e.version != share_version_[static_cast<size_t>(e.id)];
+  }
+
+  [[nodiscard]] bool IsCompute(TaskId t) const {
+    const TaskKind k = s_.task(t).kind;
+    return k == TaskKind::kCompute || k == TaskKind::kKernel;
+  }
+
+  // Processor sharing (SimOptions::shared_cores): brings every running compute task's
+  // remaining work up to now at the rate that held since the last change.
+  void CatchUpSharing() {
+    const double elapsed = now_ - share_since_;
+    for (TaskId t : sharing_) {
+      double& left = work_left_[static_cast<size_t>(t)];
+      left = std::max(0.0, left - elapsed * share_rate_);
+    }
+    share_since_ = now_;
+  }
+
+  // The rate after a task started or finished, and each running task's new finish time.
+  void RescheduleSharing() {
+    share_rate_ = threads_busy_ > 0 ? std::min(1.0, static_cast<double>(opt_.shared_cores) / threads_busy_) : 1.0;
+    for (TaskId t : sharing_) {
+      const size_t i = static_cast<size_t>(t);
+      Push(now_ + work_left_[i] / share_rate_, EventKind::kTaskDone, t, ++share_version_[i]);
+    }
   }
 
   void MarkStarted(TaskId t) {
@@ -480,6 +526,12 @@ class Engine {
     const TaskId partner = pair_of_[static_cast<size_t>(t)];
     const Task& task = s_.task(t);
     if (task.kind == TaskKind::kCompute || task.kind == TaskKind::kKernel) {
+      if (opt_.shared_cores > 0) {
+        CatchUpSharing();
+        sharing_.erase(std::find(sharing_.begin(), sharing_.end(), t));
+        threads_busy_ -= static_cast<int>(s_.DevicesOf(t).size());
+        RescheduleSharing();
+      }
       const bool releases = task.kind == TaskKind::kCompute && task.phase == Phase::kBackward;
       for (DeviceId dev : s_.DevicesOf(t)) {
         const size_t d = static_cast<size_t>(dev);
@@ -572,6 +624,13 @@ class Engine {
   std::vector<double> link_since_;
   std::vector<SimLinkStats> link_stats_;
   std::vector<TimelineEvent> timeline_;
+  // Processor sharing: running compute tasks, their remaining full-speed seconds, the
+  // current rate and since when, and each task's latest finish event.
+  std::vector<TaskId> sharing_;
+  std::vector<double> work_left_;
+  std::vector<std::uint32_t> share_version_;
+  int threads_busy_ = 0;
+  double share_rate_ = 1.0, share_since_ = 0.0;
   std::vector<std::vector<int>> held_;
   std::vector<int> held_now_;
   std::int64_t held_key_stride_ = 1;

@@ -32,6 +32,11 @@ struct SimOptions {
   bool record_timeline = false;
   // Free communication: every transfer and collective takes no time (closed-form checks).
   bool free_communication = false;
+  // > 0: every device is a thread of one machine with this many cores (the executor's ranks).
+  // Compute and kernel tasks then share the cores: with n running (a gang counts each
+  // member), each progresses at min(1, cores / n) of its full speed (processor sharing).
+  // 0: every device computes on its own.
+  int shared_cores = 0;
 };
 
 struct SimDeviceStats {
