@@ -291,11 +291,14 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   }
 
   if (predict) {
-    const double cores = std::max(1u, std::thread::hardware_concurrency());
+    // Ranks are threads (or processes) of this machine: the layers are timed alone on one core
+    // and the simulator shares the cores among the tasks running at each moment, so that a
+    // pipeline's bubbles leave the busy stages more of the machine.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     TESTBED_ASSIGN_OR_RETURN(exec::ProfiledDeviceModel profile,
                              exec::ProfiledDeviceModel::Profile(graph, plan.micro_batch, plan.tp,
                                                                 static_cast<int>(real.GetOr<std::int64_t>("profile_repeats", 3)),
-                                                                world / cores, bandwidth));
+                                                                1.0, bandwidth));
     TESTBED_ASSIGN_OR_RETURN(auto collective, Make<Collective>(registry, *run.Component(ComponentKind::kCollective)));
     // Link latency from the measured all-reduce: the collective's cost of a 4-byte all-reduce
     // over every rank with a 1 s link latency counts the latencies on its path.
@@ -311,7 +314,9 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     }
     TESTBED_ASSIGN_OR_RETURN(Cluster measured_cluster, CpuCluster(world, bandwidth, latency));
     SimInputs in{graph, measured_cluster, plan, run.train, profile, *collective};
-    TESTBED_ASSIGN_OR_RETURN(SimResult predicted, Simulate(schedule, in, SimOptions{}));
+    SimOptions sharing;
+    sharing.shared_cores = cores;
+    TESTBED_ASSIGN_OR_RETURN(SimResult predicted, Simulate(schedule, in, sharing));
     m.Add("predicted_iteration_s", predicted.iteration_time_s, "s");
     m.Add("prediction_error", predicted.iteration_time_s / measured - 1.0, "1");
   }
