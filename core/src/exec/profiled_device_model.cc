@@ -14,10 +14,9 @@
 namespace testbed::exec {
 
 absl::StatusOr<ProfiledDeviceModel> ProfiledDeviceModel::Profile(const ModelGraph& graph, std::int64_t micro_batch,
-                                                                 int tp, int repeats, double oversubscription,
+                                                                 int tp, int repeats,
                                                                  double memory_bandwidth_bytes_per_s) {
   ProfiledDeviceModel m(graph);
-  m.oversubscription_ = std::max(1.0, oversubscription);
   m.bandwidth_ = memory_bandwidth_bytes_per_s;
   train::SequentialModel<float> shard;
   train::Matrix<float> x;
@@ -65,11 +64,11 @@ absl::StatusOr<double> ProfiledDeviceModel::LayerTime(const LayerWork& work, con
   }
   auto it = times_.find({static_cast<int>(index), static_cast<int>(work.phase)});
   if (it == times_.end()) return absl::NotFoundError(absl::StrCat("layer ", index, " was not profiled"));
-  return it->second * work.fraction * oversubscription_;
+  return it->second * work.fraction;
 }
 
 absl::StatusOr<double> ProfiledDeviceModel::KernelTime(double, double bytes, Precision, const DeviceSpec&) const {
-  return bytes / bandwidth_ * oversubscription_;
+  return bytes / bandwidth_;
 }
 
 double MeasureMemcpyBandwidth() {

@@ -1,6 +1,6 @@
 // A device model for the machine the executor runs on, calibrated by a short profile: each
-// layer's forward and backward for one micro-batch timed on one core (median of a few runs),
-// scaled when more ranks run than there are cores. It lets the simulator predict a real run
+// layer's forward and backward for one micro-batch timed alone on one core (median of a few
+// runs). Ranks sharing the machine's cores is the simulator's part (SimOptions::shared_cores). It lets the simulator predict a real run
 // of the same schedule, and the difference is the simulator's measured error.
 #pragma once
 
@@ -16,9 +16,8 @@ namespace testbed::exec {
 class ProfiledDeviceModel final : public DeviceModel {
  public:
   // Profiles every layer of `graph` with `micro_batch` sequences, sharded over `tp` ranks.
-  // `oversubscription` (ranks per core, at least 1) multiplies every time.
   [[nodiscard]] static absl::StatusOr<ProfiledDeviceModel> Profile(const ModelGraph& graph, std::int64_t micro_batch,
-                                                                   int tp, int repeats, double oversubscription,
+                                                                   int tp, int repeats,
                                                                    double memory_bandwidth_bytes_per_s);
   [[nodiscard]] absl::StatusOr<double> LayerTime(const LayerWork& work, const DeviceSpec& device) const override;
   [[nodiscard]] absl::StatusOr<double> KernelTime(double flops, double bytes, Precision precision,
@@ -28,7 +27,6 @@ class ProfiledDeviceModel final : public DeviceModel {
   ProfiledDeviceModel(const ModelGraph& graph) : graph_(&graph) {}
   const ModelGraph* graph_;
   std::map<std::pair<int, int>, double> times_;  // (layer, phase) -> seconds
-  double oversubscription_ = 1;
   double bandwidth_ = 1e10;
 };
 

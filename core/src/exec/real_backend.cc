@@ -298,7 +298,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     TESTBED_ASSIGN_OR_RETURN(exec::ProfiledDeviceModel profile,
                              exec::ProfiledDeviceModel::Profile(graph, plan.micro_batch, plan.tp,
                                                                 static_cast<int>(real.GetOr<std::int64_t>("profile_repeats", 3)),
-                                                                1.0, bandwidth));
+                                                                bandwidth));
     TESTBED_ASSIGN_OR_RETURN(auto collective, Make<Collective>(registry, *run.Component(ComponentKind::kCollective)));
     // Link latency from the measured all-reduce: the collective's cost of a 4-byte all-reduce
     // over every rank with a 1 s link latency counts the latencies on its path.
