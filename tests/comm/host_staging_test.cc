@@ -15,6 +15,7 @@
 
 #include "comm_loader.h"
 #include "conformance.h"
+#include "on_every_rank.h"
 #include "fake_device.h"
 
 namespace testbed::testing {
@@ -43,12 +44,6 @@ StagedWorld Connect(int n, double timeout_s) {
     w.ranks.push_back(MakeHostStaged(std::make_unique<DeviceOnlyGroup>(std::move(r), memory), memory));
   }
   return w;
-}
-
-void OnEveryRank(std::vector<std::unique_ptr<CommGroup>>& ranks, const std::function<void(CommGroup&)>& fn) {
-  std::vector<std::thread> threads;
-  for (auto& r : ranks) threads.emplace_back([&fn, &r] { fn(*r); });
-  for (auto& t : threads) t.join();
 }
 
 class HostStagingConformance : public ::testing::TestWithParam<int> {};

@@ -7,13 +7,13 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
-#include <thread>
 
 #include "engine/plugin_loader.h"
 #include "exec/collective_latency.h"
 #include "exec/data_sources.h"
 #include "exec/executor.h"
 #include "fake_device.h"
+#include "on_every_rank.h"
 #include "sim_fixtures.h"
 #include "testbed/communicator.h"
 #include "testbed/host_staging.h"
@@ -276,15 +276,11 @@ TEST_F(ExecutorTest, AllReduceLatencyIsMeasuredOverEveryRank) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_GT(*t, 0.0);
   // The endpoints are still usable afterwards (the executor runs on them next).
-  std::vector<std::thread> threads;
-  for (auto& e : *three) {
-    threads.emplace_back([&e] {
-      float x = static_cast<float>(e->rank());
-      EXPECT_TRUE(e->AllReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum).ok());
-      EXPECT_EQ(x, 3.0f);
-    });
-  }
-  for (auto& th : threads) th.join();
+  testing::OnEveryRank(*three, [](CommGroup& g) {
+    float x = static_cast<float>(g.rank());
+    EXPECT_TRUE(g.AllReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum).ok());
+    EXPECT_EQ(x, 3.0f);
+  });
 }
 
 // On GPUs: the nccl communicator with host buffers, one rank per GPU.

@@ -117,27 +117,31 @@ TEST(CollectiveClosedForm, HierarchicalAllReduceSendsAShardOverTheNetwork) {
   EXPECT_LT(time(hier), time(ring));
 }
 
+// A send of `bytes` from `from` to `to` and its receive, both on `stream`.
+void AddTransfer(Schedule& s, DeviceId from, DeviceId to, double bytes, int stream) {
+  Task send;
+  send.kind = TaskKind::kSend;
+  send.stream = static_cast<std::uint8_t>(stream);
+  send.device = from;
+  send.peer = to;
+  send.bytes = static_cast<std::int64_t>(bytes);
+  const TaskId sid = s.Add(send);
+  Task recv = send;
+  recv.kind = TaskKind::kRecv;
+  recv.device = to;
+  recv.peer = from;
+  recv.match = sid;
+  s.Add(recv);
+}
+
 TEST(CollectiveClosedForm, TransfersSharingALinkShareItsBandwidth) {
   const Cluster cluster = StarCluster(3, kBw, kLinkLat);
   collectives::Ring ring(collectives::CommTuning{});
   const double S = 50e6;
   auto transfers = [&](int count) {
     Schedule s(3);
-    for (int k = 0; k < count; ++k) {
-      Task send;
-      send.kind = TaskKind::kSend;
-      send.stream = static_cast<std::uint8_t>(k);
-      send.device = k;  // devices 0 and 1 both send to device 2
-      send.peer = 2;
-      send.bytes = static_cast<std::int64_t>(S);
-      const TaskId sid = s.Add(send);
-      Task recv = send;
-      recv.kind = TaskKind::kRecv;
-      recv.device = 2;
-      recv.peer = k;
-      recv.match = sid;
-      s.Add(recv);
-    }
+    // Devices 0 and 1 both send to device 2.
+    for (int k = 0; k < count; ++k) AddTransfer(s, k, 2, S, k);
     return SimulateSchedule(s, cluster, ring);
   };
   const double alone = transfers(1).iteration_time_s;
@@ -160,21 +164,7 @@ TEST(CollectiveClosedForm, ATransferLeftAloneSpeedsUpAndTheIterationEndsWithIt) 
   collectives::Ring ring(collectives::CommTuning{});
   const double S = 50e6;
   Schedule s(3);
-  for (int k = 0; k < 2; ++k) {
-    Task send;
-    send.kind = TaskKind::kSend;
-    send.stream = static_cast<std::uint8_t>(k);
-    send.device = k;
-    send.peer = 2;
-    send.bytes = static_cast<std::int64_t>(S * (k + 1));
-    const TaskId sid = s.Add(send);
-    Task recv = send;
-    recv.kind = TaskKind::kRecv;
-    recv.device = 2;
-    recv.peer = k;
-    recv.match = sid;
-    s.Add(recv);
-  }
+  for (int k = 0; k < 2; ++k) AddTransfer(s, k, 2, S * (k + 1), k);
   const SimResult r = SimulateSchedule(s, cluster, ring);
   EXPECT_NEAR(r.task_end_s[0], 2 * S / kBw, 1e-12);
   EXPECT_NEAR(r.task_end_s[2], 3 * S / kBw, 1e-12);

@@ -41,10 +41,10 @@ absl::StatusOr<PooledBlock> HostStagedGroup::Stage(const char* what, std::size_t
 }
 
 absl::StatusOr<CommRequestPtr> HostStagedGroup::Started(const char* what, absl::StatusOr<CommRequestPtr> inner,
-                                                        std::vector<PooledBlock> blocks, std::vector<CopyOut> copies) {
+                                                        CopyOut copy, PooledBlock first, PooledBlock second) {
   if (!inner.ok()) return inner.status();
   return CommRequestPtr(
-      std::make_unique<StagedRequest>(what, pool_, std::move(blocks), std::move(copies), std::move(*inner)));
+      std::make_unique<StagedRequest>(what, pool_, std::move(first), std::move(second), copy, std::move(*inner)));
 }
 
 absl::StatusOr<CommRequestPtr> HostStagedGroup::IAllReduce(const void* send, void* recv, std::int64_t count,
@@ -55,10 +55,7 @@ absl::StatusOr<CommRequestPtr> HostStagedGroup::IAllReduce(const void* send, voi
   const std::size_t bytes = Bytes(count, type);
   TESTBED_ASSIGN_OR_RETURN(PooledBlock block, Stage("all_reduce", bytes, send));
   void* d = block.data();
-  std::vector<CopyOut> copies{{recv, d, bytes}};
-  std::vector<PooledBlock> blocks;
-  blocks.push_back(std::move(block));
-  return Started("all_reduce", inner_->IAllReduce(d, d, count, type, op), std::move(blocks), std::move(copies));
+  return Started("all_reduce", inner_->IAllReduce(d, d, count, type, op), {recv, d, bytes}, std::move(block));
 }
 
 absl::StatusOr<CommRequestPtr> HostStagedGroup::IBroadcast(void* buffer, std::int64_t count, DataType type,
@@ -69,10 +66,7 @@ absl::StatusOr<CommRequestPtr> HostStagedGroup::IBroadcast(void* buffer, std::in
   // Only the root's contents matter; the others' buffers are overwritten.
   TESTBED_ASSIGN_OR_RETURN(PooledBlock block, Stage("broadcast", bytes, rank() == root ? buffer : nullptr));
   void* d = block.data();
-  std::vector<CopyOut> copies{{buffer, d, bytes}};
-  std::vector<PooledBlock> blocks;
-  blocks.push_back(std::move(block));
-  return Started("broadcast", inner_->IBroadcast(d, count, type, root), std::move(blocks), std::move(copies));
+  return Started("broadcast", inner_->IBroadcast(d, count, type, root), {buffer, d, bytes}, std::move(block));
 }
 
 absl::StatusOr<CommRequestPtr> HostStagedGroup::IAllGatherV(const void* send, void* recv,
@@ -87,11 +81,8 @@ absl::StatusOr<CommRequestPtr> HostStagedGroup::IAllGatherV(const void* send, vo
   if (absl::Status s = pool_->memory().ToDevice(own, send, Bytes(mine, type)); !s.ok()) {
     return absl::InternalError(absl::StrCat("all_gather_v: copying the input to device memory: ", s.message()));
   }
-  std::vector<CopyOut> copies{{recv, block.data(), bytes}};
   void* d = block.data();
-  std::vector<PooledBlock> blocks;
-  blocks.push_back(std::move(block));
-  return Started("all_gather_v", inner_->IAllGatherV(own, d, counts, type), std::move(blocks), std::move(copies));
+  return Started("all_gather_v", inner_->IAllGatherV(own, d, counts, type), {recv, d, bytes}, std::move(block));
 }
 
 absl::StatusOr<CommRequestPtr> HostStagedGroup::IReduceScatterV(const void* send, void* recv,
@@ -103,14 +94,10 @@ absl::StatusOr<CommRequestPtr> HostStagedGroup::IReduceScatterV(const void* send
   TESTBED_RETURN_IF_ERROR(comm_checks::Reduction(type, op, "reduce_scatter_v"));
   TESTBED_ASSIGN_OR_RETURN(PooledBlock in, Stage("reduce_scatter_v", Bytes(Total(counts), type), send));
   TESTBED_ASSIGN_OR_RETURN(PooledBlock out, Stage("reduce_scatter_v", Bytes(mine, type)));
-  std::vector<CopyOut> copies{{recv, out.data(), Bytes(mine, type)}};
   void* d_in = in.data();
   void* d_out = out.data();
-  std::vector<PooledBlock> blocks;
-  blocks.push_back(std::move(in));
-  blocks.push_back(std::move(out));
-  return Started("reduce_scatter_v", inner_->IReduceScatterV(d_in, d_out, counts, type, op), std::move(blocks),
-                 std::move(copies));
+  return Started("reduce_scatter_v", inner_->IReduceScatterV(d_in, d_out, counts, type, op),
+                 {recv, d_out, Bytes(mine, type)}, std::move(in), std::move(out));
 }
 
 absl::StatusOr<CommRequestPtr> HostStagedGroup::IAllToAllV(const void* send, std::span<const std::int64_t> send_counts,
@@ -121,14 +108,10 @@ absl::StatusOr<CommRequestPtr> HostStagedGroup::IAllToAllV(const void* send, std
   TESTBED_ASSIGN_OR_RETURN(PooledBlock in, Stage("all_to_all_v", Bytes(Total(send_counts), type), send));
   const std::size_t out_bytes = Bytes(Total(recv_counts), type);
   TESTBED_ASSIGN_OR_RETURN(PooledBlock out, Stage("all_to_all_v", out_bytes));
-  std::vector<CopyOut> copies{{recv, out.data(), out_bytes}};
   void* d_in = in.data();
   void* d_out = out.data();
-  std::vector<PooledBlock> blocks;
-  blocks.push_back(std::move(in));
-  blocks.push_back(std::move(out));
-  return Started("all_to_all_v", inner_->IAllToAllV(d_in, send_counts, d_out, recv_counts, type), std::move(blocks),
-                 std::move(copies));
+  return Started("all_to_all_v", inner_->IAllToAllV(d_in, send_counts, d_out, recv_counts, type),
+                 {recv, d_out, out_bytes}, std::move(in), std::move(out));
 }
 
 absl::StatusOr<CommRequestPtr> HostStagedGroup::ISend(const void* buffer, std::int64_t count, DataType type, int peer,
@@ -138,9 +121,7 @@ absl::StatusOr<CommRequestPtr> HostStagedGroup::ISend(const void* buffer, std::i
   TESTBED_RETURN_IF_ERROR(comm_checks::Tag(tag, "send"));
   TESTBED_ASSIGN_OR_RETURN(PooledBlock block, Stage("send", Bytes(count, type), buffer));
   void* d = block.data();
-  std::vector<PooledBlock> blocks;
-  blocks.push_back(std::move(block));
-  return Started("send", inner_->ISend(d, count, type, peer, tag), std::move(blocks), {});
+  return Started("send", inner_->ISend(d, count, type, peer, tag), {}, std::move(block));
 }
 
 absl::StatusOr<CommRequestPtr> HostStagedGroup::IRecv(void* buffer, std::int64_t count, DataType type, int peer,
@@ -153,10 +134,7 @@ absl::StatusOr<CommRequestPtr> HostStagedGroup::IRecv(void* buffer, std::int64_t
   const std::size_t bytes = Bytes(count, type);
   TESTBED_ASSIGN_OR_RETURN(PooledBlock block, Stage("recv", bytes, buffer));
   void* d = block.data();
-  std::vector<CopyOut> copies{{buffer, d, bytes}};
-  std::vector<PooledBlock> blocks;
-  blocks.push_back(std::move(block));
-  return Started("recv", inner_->IRecv(d, count, type, peer, tag), std::move(blocks), std::move(copies));
+  return Started("recv", inner_->IRecv(d, count, type, peer, tag), {buffer, d, bytes}, std::move(block));
 }
 
 absl::StatusOr<CommRequestPtr> HostStagedGroup::IBarrier() { return inner_->IBarrier(); }

@@ -47,7 +47,7 @@ class HostStagedGroup final : public CommGroup {
   [[nodiscard]] absl::StatusOr<PooledBlock> Stage(const char* what, std::size_t bytes, const void* host = nullptr);
   // The request of a started wrapped operation, or its error (blocks go back to the pool).
   [[nodiscard]] absl::StatusOr<CommRequestPtr> Started(const char* what, absl::StatusOr<CommRequestPtr> inner,
-                                                       std::vector<PooledBlock> blocks, std::vector<CopyOut> copies);
+                                                       CopyOut copy, PooledBlock first, PooledBlock second = {});
 
   std::unique_ptr<CommGroup> inner_;
   std::shared_ptr<StagingPool> pool_;

@@ -8,15 +8,11 @@ absl::Status StagedRequest::Finish(absl::Status inner_status) {
   if (finished_) return status_;
   finished_ = true;
   status_ = std::move(inner_status);
-  if (status_.ok()) {
-    for (const CopyOut& c : copies_) {
-      if (absl::Status s = pool_->memory().ToHost(c.host, c.device, c.bytes); !s.ok()) {
-        status_ = absl::InternalError(absl::StrCat(what_, ": copying the result to host memory: ", s.message()));
-        break;
-      }
+  if (status_.ok() && copy_.bytes > 0) {
+    if (absl::Status s = pool_->memory().ToHost(copy_.host, copy_.device, copy_.bytes); !s.ok()) {
+      status_ = absl::InternalError(absl::StrCat(what_, ": copying the result to host memory: ", s.message()));
     }
   }
-  copies_.clear();
   return status_;
 }
 

@@ -232,10 +232,7 @@ class RankRunner {
           if (t.first_layer == 0) {
             x = SliceRows(data_.inputs, t.micro_batch);
           } else {
-            auto it = inbox_.find({ck, false});
-            if (it == inbox_.end()) return absl::InternalError("forward before its activation arrived");
-            x = std::move(it->second);
-            inbox_.erase(it);
+            TESTBED_ASSIGN_OR_RETURN(x, TakeReceived(ck, /*backward=*/false));
           }
         } else {
           x = std::move(act_[ck]);
@@ -269,10 +266,7 @@ class RankRunner {
       case Phase::kBackward: {
         Matrix<float> dy;
         if (t.end_layer == st.end_layer && t.end_layer != last_layer) {
-          auto it = inbox_.find({ck, true});
-          if (it == inbox_.end()) return absl::InternalError("backward before its gradient arrived");
-          dy = std::move(it->second);
-          inbox_.erase(it);
+          TESTBED_ASSIGN_OR_RETURN(dy, TakeReceived(ck, /*backward=*/true));
         } else {
           dy = std::move(grad_[ck]);
         }
@@ -288,6 +282,18 @@ class RankRunner {
       }
     }
     return absl::OkStatus();
+  }
+
+  // The activation (or, backward, the gradient) received for `ck`, taken out of the inbox.
+  absl::StatusOr<Matrix<float>> TakeReceived(const Key& ck, bool backward) {
+    auto it = inbox_.find({ck, backward});
+    if (it == inbox_.end()) {
+      return absl::InternalError(backward ? "backward before its gradient arrived"
+                                          : "forward before its activation arrived");
+    }
+    Matrix<float> m = std::move(it->second);
+    inbox_.erase(it);
+    return m;
   }
 
   absl::Status Send(const Task& t) {

@@ -6,35 +6,12 @@
 #include <cstddef>
 
 #include "absl/strings/str_cat.h"
+#include "cuda_launch.h"
+#include "testbed/cuda/device_buffer.h"
 #include "testbed/train/gemm.h"
 
 namespace testbed::train {
 namespace {
-
-// Device memory that grows to the largest request and is reused (one per operand).
-class GrowingBuffer {
- public:
-  GrowingBuffer() = default;
-  GrowingBuffer(const GrowingBuffer&) = delete;
-  GrowingBuffer& operator=(const GrowingBuffer&) = delete;
-  ~GrowingBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  [[nodiscard]] cudaError_t Reserve(std::size_t floats) {
-    if (floats <= capacity_) return cudaSuccess;
-    if (ptr_ != nullptr) cudaFree(ptr_);
-    ptr_ = nullptr;
-    capacity_ = 0;
-    const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<std::size_t>(floats, 1) * sizeof(float));
-    if (e == cudaSuccess) capacity_ = floats;
-    return e;
-  }
-  [[nodiscard]] float* get() const noexcept { return ptr_; }
-
- private:
-  float* ptr_ = nullptr;
-  std::size_t capacity_ = 0;
-};
 
 class CublasGemm final : public GemmBackend {
  public:
@@ -81,7 +58,7 @@ class CublasGemm final : public GemmBackend {
     if (const cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return Cuda("cudaSetDevice", e);
     if (absl::Status st = Stage(a_, a); !st.ok()) return st;
     if (absl::Status st = Stage(b_, b); !st.ok()) return st;
-    if (const cudaError_t e = c_.Reserve(static_cast<std::size_t>(c.size())); e != cudaSuccess) return Cuda("cudaMalloc", e);
+    if (const cudaError_t e = c_.Reserve(c.size()); e != cudaSuccess) return Cuda("cudaMalloc", e);
     if (beta != 0.0f) {
       if (const cudaError_t e = cudaMemcpy(c_.get(), c.data(), Bytes(c), cudaMemcpyHostToDevice); e != cudaSuccess) {
         return Cuda("cudaMemcpy to the device", e);
@@ -111,8 +88,8 @@ class CublasGemm final : public GemmBackend {
   [[nodiscard]] absl::Status Blas(const char* what, cublasStatus_t s) const {
     return absl::InternalError(absl::StrCat(what, " on GPU ", device_, ": cuBLAS status ", static_cast<int>(s)));
   }
-  [[nodiscard]] absl::Status Stage(GrowingBuffer& buffer, const Matrix<float>& x) {
-    if (const cudaError_t e = buffer.Reserve(static_cast<std::size_t>(x.size())); e != cudaSuccess) {
+  [[nodiscard]] absl::Status Stage(testbed::cuda::DeviceBuffer<float>& buffer, const Matrix<float>& x) {
+    if (const cudaError_t e = buffer.Reserve(x.size()); e != cudaSuccess) {
       return Cuda("cudaMalloc", e);
     }
     if (const cudaError_t e = cudaMemcpy(buffer.get(), x.data(), Bytes(x), cudaMemcpyHostToDevice); e != cudaSuccess) {
@@ -123,19 +100,12 @@ class CublasGemm final : public GemmBackend {
 
   int device_;
   cublasHandle_t handle_ = nullptr;
-  GrowingBuffer a_, b_, c_;
+  testbed::cuda::DeviceBuffer<float> a_, b_, c_;  // grow to the largest operands seen
 };
 
 }  // namespace
 
-int CudaDeviceCount() noexcept {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // a missing driver leaves a sticky error behind
-    return 0;
-  }
-  return n;
-}
+int CudaDeviceCount() noexcept { return std::max(0, cuda_detail::DeviceCount()); }
 
 absl::StatusOr<std::unique_ptr<GemmBackend>> MakeCublasGemm(int device) {
   const int devices = CudaDeviceCount();

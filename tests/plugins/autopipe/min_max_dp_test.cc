@@ -6,29 +6,11 @@
 #include <functional>
 #include <random>
 
+#include "brute_force_min_max.h"
 #include "min_max_dp.h"
 
 namespace testbed::autopipe {
 namespace {
-
-double BruteForce(const std::vector<double>& w, int n, int parts) {
-  double best = 1e300;
-  std::function<void(int, int, double)> go = [&](int start, int left, double worst) {
-    if (left == 1) {
-      double sum = 0;
-      for (int i = start; i < n; ++i) sum += w[static_cast<size_t>(i)];
-      best = std::min(best, std::max(worst, sum));
-      return;
-    }
-    double sum = 0;
-    for (int end = start + 1; end <= n - (left - 1); ++end) {
-      sum += w[static_cast<size_t>(end - 1)];
-      go(end, left - 1, std::max(worst, sum));
-    }
-  };
-  go(0, parts, 0);
-  return best;
-}
 
 TEST(PrefixMinMax, EqualsBruteForceOnRandomChains) {
   std::mt19937 rng(42);
@@ -41,7 +23,7 @@ TEST(PrefixMinMax, EqualsBruteForceOnRandomChains) {
     const PrefixMinMax dp(w, k);
     for (int prefix = 1; prefix <= n; ++prefix) {
       for (int parts = 1; parts <= std::min(prefix, k); ++parts) {
-        const double want = BruteForce(w, prefix, parts);
+        const double want = testing::BruteForceMinMax(w, prefix, parts);
         EXPECT_NEAR(dp.Best(prefix, parts), want, 1e-12 * want) << "trial " << trial;
         const std::vector<int> counts = dp.Counts(prefix, parts);
         ASSERT_EQ(static_cast<int>(counts.size()), parts);

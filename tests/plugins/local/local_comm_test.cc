@@ -11,6 +11,7 @@
 
 #include "comm_loader.h"
 #include "conformance.h"
+#include "on_every_rank.h"
 
 namespace testbed::testing {
 namespace {
@@ -21,13 +22,6 @@ std::unique_ptr<LoadedCommunicator> Load(double timeout_s) {
   auto loaded = LoadCommunicator(TESTBED_LOCAL_PLUGIN, "local", {{"timeout_s", timeout_s}});
   EXPECT_TRUE(loaded.ok()) << loaded.status();
   return loaded.ok() ? std::move(*loaded) : nullptr;
-}
-
-// Runs fn(endpoint) for every rank, each on its own thread, and joins them.
-void OnEveryRank(std::vector<std::unique_ptr<CommGroup>>& ranks, const std::function<void(CommGroup&)>& fn) {
-  std::vector<std::thread> threads;
-  for (auto& r : ranks) threads.emplace_back([&fn, &r] { fn(*r); });
-  for (auto& t : threads) t.join();
 }
 
 class LocalConformance : public ::testing::TestWithParam<int> {};

@@ -7,6 +7,7 @@
 #include <functional>
 #include <random>
 
+#include "brute_force_min_max.h"
 #include "merak_partitioner.h"
 #include "proxy_graph.h"
 #include "ring.h"
@@ -23,26 +24,6 @@ namespace {
 using testbed::testing::ConstantDeviceModel;
 using testbed::testing::Gpt;
 using testbed::testing::StarCluster;
-
-double BruteForceMinMax(const std::vector<double>& w, int parts) {
-  const int n = static_cast<int>(w.size());
-  double best = 1e300;
-  std::function<void(int, int, double)> go = [&](int start, int left, double worst) {
-    if (left == 1) {
-      double sum = 0;
-      for (int i = start; i < n; ++i) sum += w[static_cast<size_t>(i)];
-      best = std::min(best, std::max(worst, sum));
-      return;
-    }
-    double sum = 0;
-    for (int end = start + 1; end <= n - (left - 1); ++end) {
-      sum += w[static_cast<size_t>(end - 1)];
-      go(end, left - 1, std::max(worst, sum));
-    }
-  };
-  go(0, parts, 0);
-  return best;
-}
 
 TEST(ProxyGraphStages, AreMinMaxOptimal) {
   std::mt19937 rng(7);
@@ -66,7 +47,7 @@ TEST(ProxyGraphStages, AreMinMaxOptimal) {
       worst = std::max(worst, sum);
     }
     EXPECT_EQ(expect_first, n);
-    EXPECT_NEAR(worst, BruteForceMinMax(w, parts), 1e-9 * worst);
+    EXPECT_NEAR(worst, testing::BruteForceMinMax(w, static_cast<int>(w.size()), parts), 1e-9 * worst);
   }
 }
 
