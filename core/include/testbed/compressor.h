@@ -6,7 +6,6 @@
 // carries them, and the encode/decode work for DeviceModel::KernelTime.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "testbed/communicator.h"
 #include "testbed/component.h"
+#include "testbed/reduce_elements.h"
 #include "testbed/schedule.h"
 
 namespace testbed {
@@ -218,49 +218,12 @@ class Compressor : public Component {
                                                        "') differs between rank 0 and rank ", r,
                                                        " in name, type, op or size"));
       }
-      const auto n = static_cast<std::size_t>(acc.elements);
-      auto combine = [&](auto tag) -> absl::Status {
-        using T = decltype(tag);
-        T* a = reinterpret_cast<T*>(acc.data.data());
-        const T* b = reinterpret_cast<const T*>(in.data.data());
-        switch (acc.op) {
-          case ReduceOp::kSum:
-            if constexpr (std::is_integral_v<T>) {
-              // Two's-complement wrap, as the communicators do, instead of undefined overflow.
-              using U = std::make_unsigned_t<T>;
-              for (std::size_t k = 0; k < n; ++k) a[k] = static_cast<T>(static_cast<U>(a[k]) + static_cast<U>(b[k]));
-            } else {
-              for (std::size_t k = 0; k < n; ++k) a[k] += b[k];
-            }
-            return absl::OkStatus();
-          case ReduceOp::kMax:
-            for (std::size_t k = 0; k < n; ++k) a[k] = std::max(a[k], b[k]);
-            return absl::OkStatus();
-          case ReduceOp::kMin:
-            for (std::size_t k = 0; k < n; ++k) a[k] = std::min(a[k], b[k]);
-            return absl::OkStatus();
-          case ReduceOp::kBitOr:
-            if constexpr (std::is_unsigned_v<T>) {
-              for (std::size_t k = 0; k < n; ++k) a[k] |= b[k];
-              return absl::OkStatus();
-            }
-            break;
-        }
+      if (!comm_checks::Reduction(acc.type, acc.op, "").ok()) {
         return absl::InvalidArgumentError(absl::StrCat("CombinePayloads: ", ReduceOpName(acc.op),
                                                        " is not defined on ", DataTypeName(acc.type), " part '",
                                                        acc.name, "'"));
-      };
-      absl::Status s;
-      switch (acc.type) {
-        case DataType::kFloat32: s = combine(float{}); break;
-        case DataType::kFloat64: s = combine(double{}); break;
-        case DataType::kInt32: s = combine(std::int32_t{}); break;
-        case DataType::kInt64: s = combine(std::int64_t{}); break;
-        case DataType::kUInt8: s = combine(std::uint8_t{}); break;
-        case DataType::kUInt32: s = combine(std::uint32_t{}); break;
-        case DataType::kUInt64: s = combine(std::uint64_t{}); break;
       }
-      if (!s.ok()) return s;
+      ReduceElements(acc.data.data(), in.data.data(), acc.elements, acc.type, acc.op);
     }
   }
   return out;

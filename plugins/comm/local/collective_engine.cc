@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "reduce_kernels.h"
+#include "testbed/reduce_elements.h"
 
 namespace testbed::local {
 namespace {
@@ -36,7 +36,7 @@ void ReduceSegment(const std::vector<const CollectiveArgs*>& all, std::int64_t b
     const std::int64_t in = (begin + done) * size;
     std::memcpy(block, static_cast<const Bytes*>(all[0]->send) + in, static_cast<size_t>(m * size));
     for (std::size_t k = 1; k < all.size(); ++k) {
-      Combine(block, static_cast<const Bytes*>(all[k]->send) + in, m, type, op);
+      ReduceElements(block, static_cast<const Bytes*>(all[k]->send) + in, m, type, op);
     }
     for (Bytes* out : outputs) {
       std::memcpy(out + (out_offset + done) * size, block, static_cast<size_t>(m * size));
