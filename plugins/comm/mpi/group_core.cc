@@ -1,5 +1,7 @@
 #include "group_core.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mpi_runtime.h"
@@ -51,6 +53,16 @@ absl::Status GroupCore::CheckUsable() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (broken_.ok()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("group ", name_, " is broken by an earlier error: ", broken_.message()));
+}
+
+absl::Status GroupCore::CollectiveTimedOut(const std::string& what, std::int64_t seq) {
+  const std::string within = absl::StrCat(" within timeout_s = ", timeout_s_, " s");
+  const std::vector<int> missing = arrivals_.Missing(seq, std::min(0.2, timeout_s_));
+  absl::Status error = absl::DeadlineExceededError(
+      missing.empty() ? absl::StrCat(what, ": every member started it but it did not finish", within)
+                      : absl::StrCat(what, ": rank(s) ", DescribeRanks(missing), " did not join", within));
+  Break(error);
+  return error;
 }
 
 void GroupCore::Adopt(std::vector<MPI_Request> requests, std::shared_ptr<void> buffers) {

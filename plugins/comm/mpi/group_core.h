@@ -4,6 +4,7 @@
 // communicator).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,7 +19,9 @@ namespace testbed::mpi {
 
 class GroupCore {
  public:
-  // Takes ownership of `comm` and `control` (both duplicates made for this group).
+  // Takes ownership of `comm` and `control` (both duplicates made for this group): `comm`
+  // carries the collectives and the users' messages, `control` the arrival notes, the
+  // sub-group handshakes and the ring all-reduce's messages, each on its own tags.
   GroupCore(MPI_Comm comm, MPI_Comm control, std::vector<int> world_ranks, double timeout_s, bool track_arrivals);
   // Frees the communicators, unless an unfinished operation still uses them.
   ~GroupCore();
@@ -41,6 +44,10 @@ class GroupCore {
   void Break(const absl::Status& why);
   // OK, or FailedPrecondition repeating what broke the group.
   [[nodiscard]] absl::Status CheckUsable() const;
+  // After collective `seq` (described by `what`, e.g. "all_reduce #3 on group {0, 1}") missed
+  // its deadline: names the members that never started it (from the arrival notes), breaks
+  // the group with that error and returns it.
+  [[nodiscard]] absl::Status CollectiveTimedOut(const std::string& what, std::int64_t seq);
   // Keeps an unfinished operation (its requests and the buffers MPI may still use) alive.
   void Adopt(std::vector<MPI_Request> requests, std::shared_ptr<void> buffers);
 

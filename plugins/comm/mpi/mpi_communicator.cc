@@ -23,7 +23,7 @@ absl::StatusOr<std::vector<std::unique_ptr<CommGroup>>> MpiCommunicator::Connect
   TESTBED_ASSIGN_OR_RETURN(auto core, MpiGroup::MakeCore(MPI_COMM_WORLD, std::move(world), timeout_s_, track_arrivals_,
                                                          "mpi communicator: connect"));
   std::vector<std::unique_ptr<CommGroup>> endpoints;
-  endpoints.push_back(std::make_unique<MpiGroup>(std::move(core)));
+  endpoints.push_back(std::make_unique<MpiGroup>(std::move(core), all_reduce_));
   return endpoints;
 }
 

@@ -2,13 +2,15 @@
 // OpenMPI's non-blocking collectives underneath, polled so that every wait has a deadline.
 #pragma once
 
+#include "mpi_group.h"
 #include "testbed/communicator.h"
 
 namespace testbed::mpi {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(double timeout_s, bool track_arrivals) : timeout_s_(timeout_s), track_arrivals_(track_arrivals) {}
+  MpiCommunicator(double timeout_s, bool track_arrivals, AllReduceSettings all_reduce)
+      : timeout_s_(timeout_s), track_arrivals_(track_arrivals), all_reduce_(all_reduce) {}
 
   // Initialises MPI if needed and returns this process's endpoint on a duplicate of
   // MPI_COMM_WORLD. Collective over all processes of the MPI world.
@@ -18,6 +20,7 @@ class MpiCommunicator final : public Communicator {
  private:
   double timeout_s_;
   bool track_arrivals_;
+  AllReduceSettings all_reduce_;
 };
 
 }  // namespace testbed::mpi

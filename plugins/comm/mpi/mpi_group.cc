@@ -8,6 +8,7 @@
 #include "mpi_runtime.h"
 #include "mpi_types.h"
 #include "poll.h"
+#include "ring_all_reduce.h"
 #include "testbed/status_macros.h"
 
 namespace testbed::mpi {
@@ -81,6 +82,9 @@ absl::StatusOr<CommRequestPtr> MpiGroup::IAllReduce(const void* send, void* recv
   TESTBED_ASSIGN_OR_RETURN(int n, IntCount(count, "all_reduce"));
   TESTBED_RETURN_IF_ERROR(core_->CheckUsable());
   const std::int64_t seq = NextCollective();
+  if (all_reduce_.algorithm == AllReduceSettings::Algorithm::kRing) {
+    return RingAllReduce::Start(core_, seq, send, recv, count, type, op, all_reduce_.segment_bytes);
+  }
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, ToMpi(type), ToMpi(op), core_->comm(),
                                 &request);
@@ -220,7 +224,8 @@ absl::Status MpiGroup::Handshake(const std::vector<int>& members, std::uint64_t 
       if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
     }
     std::vector<MPI_Request> pending = requests;
-    if (!PollUntil(pending, DeadlineAfter(0.2)).ok()) core_->Adopt(std::move(requests), notes);
+    // Requests that finished are freed by MPI (null in `pending`); only the others are kept.
+    if (!PollUntil(pending, DeadlineAfter(0.2)).ok()) core_->Adopt(std::move(pending), notes);
     return absl::DeadlineExceededError(absl::StrCat("new_group of ranks {", absl::StrJoin(members, ", "), "}: rank(s) ",
                                                     absl::StrJoin(absent, ", "), " did not join within timeout_s = ",
                                                     timeout_s(), " s"));
@@ -256,7 +261,7 @@ absl::StatusOr<std::unique_ptr<CommGroup>> MpiGroup::NewGroup(const std::vector<
   auto core = MakeCore(created, std::move(world), timeout_s(), core_->arrivals().enabled(), "new_group");
   MPI_Comm_free(&created);
   if (!core.ok()) return core.status();
-  return std::unique_ptr<CommGroup>(std::make_unique<MpiGroup>(std::move(*core)));
+  return std::unique_ptr<CommGroup>(std::make_unique<MpiGroup>(std::move(*core), all_reduce_));
 }
 
 }  // namespace testbed::mpi

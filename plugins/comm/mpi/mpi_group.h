@@ -14,9 +14,18 @@
 
 namespace testbed::mpi {
 
+// How IAllReduce is carried out: OpenMPI's MPI_Iallreduce, or the ring of ring_all_reduce.h
+// streamed in segments of `segment_bytes`.
+struct AllReduceSettings {
+  enum class Algorithm { kLibrary, kRing };
+  Algorithm algorithm = Algorithm::kLibrary;
+  std::int64_t segment_bytes = 256 << 10;
+};
+
 class MpiGroup final : public CommGroup {
  public:
-  explicit MpiGroup(std::shared_ptr<GroupCore> core) : core_(std::move(core)) {}
+  MpiGroup(std::shared_ptr<GroupCore> core, AllReduceSettings all_reduce)
+      : core_(std::move(core)), all_reduce_(all_reduce) {}
 
   [[nodiscard]] int rank() const noexcept override { return core_->rank(); }
   [[nodiscard]] int size() const noexcept override { return core_->size(); }
@@ -60,6 +69,7 @@ class MpiGroup final : public CommGroup {
   [[nodiscard]] absl::Status Handshake(const std::vector<int>& members, std::uint64_t key);
 
   std::shared_ptr<GroupCore> core_;
+  AllReduceSettings all_reduce_;
   std::int64_t next_seq_ = 0;
   std::map<std::vector<int>, int> groups_created_;
 };

@@ -91,11 +91,7 @@ absl::Status MpiRequest::TimedOut() {
     core_->Adopt(std::move(requests_), std::move(buffers_));
     return error;
   }
-  const std::vector<int> missing = core_->arrivals().Missing(label_.seq, std::min(0.2, core_->timeout_s()));
-  absl::Status error = absl::DeadlineExceededError(
-      missing.empty() ? absl::StrCat(Describe(), ": every member started it but it did not finish", within)
-                      : absl::StrCat(Describe(), ": rank(s) ", core_->DescribeRanks(missing), " did not join", within));
-  core_->Break(error);
+  absl::Status error = core_->CollectiveTimedOut(Describe(), label_.seq);
   core_->Adopt(std::move(requests_), std::move(buffers_));
   return error;
 }

@@ -28,8 +28,12 @@ Registry& PluginRegistry() {
   return *registry;
 }
 
-std::unique_ptr<CommGroup> ConnectWorld(std::shared_ptr<Communicator>& keep, double timeout_s) {
-  auto comm = CreateCommunicator(PluginRegistry(), "mpi", {{"timeout_s", timeout_s}});
+std::unique_ptr<CommGroup> ConnectWorld(std::shared_ptr<Communicator>& keep, double timeout_s,
+                                        const std::string& all_reduce = "library",
+                                        std::int64_t ring_segment_bytes = 256 << 10) {
+  auto comm = CreateCommunicator(
+      PluginRegistry(), "mpi",
+      {{"timeout_s", timeout_s}, {"all_reduce", all_reduce}, {"ring_segment_bytes", ring_segment_bytes}});
   EXPECT_TRUE(comm.ok()) << comm.status();
   if (!comm.ok()) return nullptr;
   keep = *comm;
@@ -45,6 +49,73 @@ TEST(MpiComm, EveryOperationMatchesTheSerialReference) {
   ASSERT_NE(world, nullptr);
   HostSpace host;
   CheckEverything(*world, host);
+}
+
+// The communicator's own ring all-reduce: every collective again (the all-reduces with
+// counts below, at and above the member count, in place, several in flight at once, on
+// sub-groups), so the ring is held to the same serial reference as MPI_Iallreduce. Once with
+// chunks that fit in one segment, once with 64-byte segments: many per chunk, more than the
+// receive window, and a last one shorter than the others.
+TEST(MpiComm, RingAllReduceMatchesTheSerialReference) {
+  for (std::int64_t segment_bytes : {std::int64_t{256} << 10, std::int64_t{64}}) {
+    SCOPED_TRACE(::testing::Message() << "ring_segment_bytes = " << segment_bytes);
+    std::shared_ptr<Communicator> comm;
+    auto world = ConnectWorld(comm, 30.0, "ring", segment_bytes);
+    ASSERT_NE(world, nullptr);
+    HostSpace host;
+    CheckEverything(*world, host);
+  }
+}
+
+// Many ring all-reduces in flight at once on one group, finished in reverse order: each
+// must take only its own messages (they travel on tags derived from the operation number).
+TEST(MpiComm, ConcurrentRingAllReducesKeepTheirOwnMessages) {
+  std::shared_ptr<Communicator> comm;
+  auto world = ConnectWorld(comm, 30.0, "ring", 1024);
+  ASSERT_NE(world, nullptr);
+  const int n = world->size();
+  constexpr int kOps = 12;
+  constexpr std::int64_t kCount = 4099;
+  std::vector<std::vector<std::int64_t>> data(kOps, std::vector<std::int64_t>(kCount));
+  std::vector<CommRequestPtr> requests;
+  for (int op = 0; op < kOps; ++op) {
+    for (std::int64_t i = 0; i < kCount; ++i) data[op][static_cast<size_t>(i)] = (op + 1) * 1000003 * (world->rank() + 1) + i;
+    auto r = world->IAllReduce(data[op].data(), data[op].data(), kCount, DataType::kInt64, ReduceOp::kSum);
+    ASSERT_TRUE(r.ok()) << r.status();
+    requests.push_back(std::move(*r));
+  }
+  for (int op = kOps - 1; op >= 0; --op) {
+    absl::Status s = requests[static_cast<size_t>(op)]->Wait();
+    ASSERT_TRUE(s.ok()) << s;
+    const std::int64_t ranks_sum = static_cast<std::int64_t>(n) * (n + 1) / 2;
+    for (std::int64_t i = 0; i < kCount; i += 97) {
+      EXPECT_EQ(data[op][static_cast<size_t>(i)], (op + 1) * 1000003 * ranks_sum + n * i) << "operation " << op;
+    }
+  }
+}
+
+TEST(MpiComm, RingAllReduceNamesALateRankWithinTheTimeout) {
+  std::shared_ptr<Communicator> comm, sync_comm;
+  auto world = ConnectWorld(comm, 0.5, "ring");
+  auto sync = ConnectWorld(sync_comm, 30.0);
+  ASSERT_NE(world, nullptr);
+  ASSERT_NE(sync, nullptr);
+  const int last = world->size() - 1;
+  std::vector<float> data(16, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  if (world->rank() == last) {
+    // Arrives after the others gave up. Unlike OpenMPI's collective, an abandoned ring does
+    // not run on without its members, so the late rank times out too, with an error.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    absl::Status s = world->AllReduce(data.data(), data.data(), 16, DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("(ring)"));
+  } else {
+    CheckMissingRankInAllReduce(*world, last, data);
+  }
+  // Not a speed check: only fails if a rank hung far beyond its deadline.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_TRUE(sync->Barrier().ok());
 }
 
 TEST(MpiComm, WrongWorldSizeIsRefused) {
