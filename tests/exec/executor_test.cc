@@ -15,6 +15,7 @@
 #include "fake_device.h"
 #include "on_every_rank.h"
 #include "sim_fixtures.h"
+#include "stream_ordered_group.h"
 #include "testbed/communicator.h"
 #include "testbed/host_staging.h"
 #include "testbed/partitioner.h"
@@ -38,8 +39,16 @@ struct Layout {
   std::map<std::string, ParamValue> scheduler_params;
   RecomputeMode recompute = RecomputeMode::kNone;
   // The ranks' endpoints: local threads; the same through host staging over a fake device;
-  // a fake device without staging (the executor must refuse it); nccl with host buffers.
-  enum class Endpoints { kLocal, kStagedFakeDevice, kFakeDeviceOnly, kNcclHostBuffers } endpoints = Endpoints::kLocal;
+  // a fake device without staging (the executor must refuse it); nccl with host buffers;
+  // local threads under NCCL's ordering rules (stream_ordered_group.h), bare or staged.
+  enum class Endpoints {
+    kLocal,
+    kStagedFakeDevice,
+    kFakeDeviceOnly,
+    kNcclHostBuffers,
+    kStreamOrdered,
+    kStagedStreamOrdered
+  } endpoints = Endpoints::kLocal;
   // Matrix products per rank (empty: the default, Eigen).
   std::function<absl::StatusOr<std::unique_ptr<train::GemmBackend>>(int)> make_gemm;
 };
@@ -99,13 +108,21 @@ class ExecutorTest : public ::testing::Test {
       if (comm == nullptr) return absl::InternalError("nccl communicator not made");
       return comm->Connect(world);
     }
-    auto comm = Make<Communicator>("local", {{"timeout_s", 60.0}});
+    // Under NCCL's rules a schedule that could deadlock would hang: fail it sooner.
+    const bool ordered = layout.endpoints == Layout::Endpoints::kStreamOrdered ||
+                         layout.endpoints == Layout::Endpoints::kStagedStreamOrdered;
+    auto comm = Make<Communicator>("local", {{"timeout_s", ordered ? 15.0 : 60.0}});
     if (comm == nullptr) return absl::InternalError("local communicator not made");
     TESTBED_ASSIGN_OR_RETURN(auto endpoints, comm->Connect(world));
     if (layout.endpoints == Layout::Endpoints::kLocal) return endpoints;
+    if (layout.endpoints == Layout::Endpoints::kStreamOrdered) return testing::StreamOrdered(std::move(endpoints));
     std::vector<std::unique_ptr<CommGroup>> wrapped;
     for (auto& e : endpoints) {
       auto memory = std::make_shared<testing::FakeDeviceMemory>();
+      // Ordered below the device check: the emulation's own headers are host memory.
+      if (layout.endpoints == Layout::Endpoints::kStagedStreamOrdered) {
+        e = std::make_unique<testing::StreamOrderedGroup>(std::move(e));
+      }
       auto device_only = std::make_unique<testing::DeviceOnlyGroup>(std::move(e), memory);
       if (layout.endpoints == Layout::Endpoints::kFakeDeviceOnly) {
         wrapped.push_back(std::move(device_only));
@@ -218,6 +235,36 @@ TEST_F(ExecutorTest, HostStagedDeviceCommunicator) {
   Layout p{"staged-pp2-dp2", 1, 2, 2};
   p.endpoints = Layout::Endpoints::kStagedFakeDevice;
   ExpectSameAsSingle(p);
+}
+
+// What the executor asks of a communicator is safe under NCCL's rules (one stream per
+// communicator, rendezvous sends, pairing by posting order without tags): every schedule and
+// layout finishes, and trains as single-process training does. A schedule whose sends and
+// receives could wait on each other in a cycle would hang here (and fail at the deadline)
+// instead of only on GPUs.
+TEST_F(ExecutorTest, EveryScheduleRunsUnderNcclOrderingRules) {
+  std::vector<Layout> layouts = {
+      {"ordered-dp4", 1, 1, 4},
+      {"ordered-tp2", 2, 1, 1},
+      {"ordered-pp2-gpipe", 1, 2, 1, 1, "megatron.uniform", {}, "gpipe"},
+      {"ordered-pp4-1f1b", 1, 4, 1},
+      {"ordered-pp2-v2", 1, 2, 1, 2, "megatron.uniform", {}, "interleaved_1f1b"},
+      {"ordered-dp2-pp2-v2", 1, 2, 2, 2, "megatron.uniform", {}, "interleaved_1f1b"},
+      {"ordered-dp2-pp2", 1, 2, 2},
+      {"ordered-tp2-pp2", 2, 2, 1},
+      {"ordered-tp2-chunks2", 2, 1, 1, 1, "megatron.uniform", {}, "1f1b", {{"tp_chunks", std::int64_t{2}}}},
+      {"ordered-merak-pp4", 1, 4, 1, 1, "megatron.uniform", {}, "merak.shifted_critical_path"},
+      {"ordered-autopipe-pp4", 1, 4, 1, 1, "autopipe", {{"search", false}}, "1f1b"},
+  };
+  layouts[9].recompute = RecomputeMode::kFull;
+  for (Layout& l : layouts) {
+    l.endpoints = Layout::Endpoints::kStreamOrdered;
+    ExpectSameAsSingle(l);
+  }
+  // As the nccl communicator with host_buffers = true runs: staging above the ordered device.
+  Layout staged{"ordered-staged-dp2-pp2", 1, 2, 2};
+  staged.endpoints = Layout::Endpoints::kStagedStreamOrdered;
+  ExpectSameAsSingle(staged);
 }
 
 TEST_F(ExecutorTest, DeviceMemoryEndpointsAreRefused) {

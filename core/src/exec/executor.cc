@@ -1,6 +1,7 @@
 #include "exec/executor.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -73,15 +74,22 @@ class RankRunner {
         tp_group = own_tp_group_.get();
       }
     }
-    // Pipeline traffic on two duplicates of the world group, one per direction, like the
-    // simulator's separate send and receive streams: where a communicator queues a rank's
-    // sends and receives in one order (NCCL, on one stream), a gradient going back then never
-    // waits behind an activation going forward to a stage that is itself sending back.
+    // Pipeline traffic on duplicates of the world group, one per direction, like the
+    // simulator's separate send and receive streams. Where a communicator runs a rank's sends
+    // and receives one at a time in posting order and a send waits for its receive (NCCL, on
+    // one stream per communicator), traffic on one group must flow one way along the stages:
+    // then a wait can only lead further down the chain, never back. So a gradient going back
+    // never waits behind an activation going forward, and with interleaved stages the
+    // activations and gradients that wrap around between the last stage and the first (the
+    // next model chunk) have groups of their own. tests/exec checks every schedule under
+    // these rules (tests/comm/stream_ordered_group.h).
     if (plan_.pp > 1) {
       std::vector<int> everyone(static_cast<size_t>(world_.size()));
       for (int r = 0; r < world_.size(); ++r) everyone[static_cast<size_t>(r)] = r;
-      TESTBED_ASSIGN_OR_RETURN(forward_p2p_, world_.NewGroup(everyone));
-      TESTBED_ASSIGN_OR_RETURN(backward_p2p_, world_.NewGroup(everyone));
+      const int groups = plan_.virtual_stages > 1 ? 4 : 2;
+      for (int g = 0; g < groups; ++g) {
+        TESTBED_ASSIGN_OR_RETURN(p2p_[static_cast<size_t>(g)], world_.NewGroup(everyone));
+      }
     }
     train::SequentialModel<float> full;
     if (in_.model.shape.family == "mlp") {
@@ -296,6 +304,10 @@ class RankRunner {
     return m;
   }
 
+  [[nodiscard]] CommGroup& PipelineGroup(bool backward, bool wraps) const {
+    return *p2p_[static_cast<size_t>((backward ? 1 : 0) + (wraps ? 2 : 0))];
+  }
+
   absl::Status Send(const Task& t) {
     const Key ck{t.chunk, t.micro_batch};
     const bool backward = t.phase == Phase::kBackward;
@@ -303,7 +315,9 @@ class RankRunner {
     const int own = t.chunk * plan_.pp + stage_;
     const int receiver = backward ? own - 1 : own + 1;
     pp_bytes_ += static_cast<double>(buffer->size()) * sizeof(float);
-    CommGroup& direction = backward ? *backward_p2p_ : *forward_p2p_;
+    // Forward out of the last stage, or backward out of the first, goes round to the other end.
+    const bool wraps = backward ? stage_ == 0 : stage_ == plan_.pp - 1;
+    CommGroup& direction = PipelineGroup(backward, wraps);
     TESTBED_ASSIGN_OR_RETURN(CommRequestPtr req, direction.ISend(buffer->data(), buffer->size(), DataType::kFloat32,
                                                               t.peer, Tag(receiver, t.micro_batch, backward)));
     pending_sends_.emplace_back(std::move(req), std::move(buffer));
@@ -314,7 +328,9 @@ class RankRunner {
     const bool backward = t.phase == Phase::kBackward;
     Matrix<float> buffer(Rows(), hidden_);
     const int own = t.chunk * plan_.pp + stage_;
-    CommGroup& direction = backward ? *backward_p2p_ : *forward_p2p_;
+    // Forward into the first stage, or backward into the last, came round from the other end.
+    const bool wraps = backward ? stage_ == plan_.pp - 1 : stage_ == 0;
+    CommGroup& direction = PipelineGroup(backward, wraps);
     TESTBED_RETURN_IF_ERROR(direction.Recv(buffer.data(), buffer.size(), DataType::kFloat32, t.peer,
                                         Tag(own, t.micro_batch, backward)));
     inbox_[{{t.chunk, t.micro_batch}, backward}] = std::move(buffer);
@@ -446,7 +462,8 @@ class RankRunner {
   std::int64_t seq_ = 0, hidden_ = 0;
   std::map<std::int32_t, std::unique_ptr<CommGroup>> groups_;
   std::unique_ptr<CommGroup> own_tp_group_;
-  std::unique_ptr<CommGroup> forward_p2p_, backward_p2p_;  // pipeline traffic by direction
+  // Pipeline traffic: forward, backward, forward wrapping round, backward wrapping round.
+  std::array<std::unique_ptr<CommGroup>, 4> p2p_;
   train::SequentialModel<float> model_;
   std::vector<train::Param<float>*> params_;
   std::unique_ptr<train::Optimizer<float>> optimizer_;
