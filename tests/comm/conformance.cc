@@ -255,8 +255,15 @@ void CheckPointToPoint(CommGroup& group, BufferSpace& space, const P2pFeatures& 
     for (size_t i = 0; i < mine.size(); ++i) mine[i] = Value<std::int64_t>(me, static_cast<std::int64_t>(i), 300);
     SpaceBuffer<std::int64_t> send(space, mine);
     SpaceBuffer<std::int64_t> recv(space, mine.size());
-    auto r = group.IRecv(recv.data(), 777, DataType::kInt64, prev, 7);
-    auto s = group.ISend(send.data(), 777, DataType::kInt64, next, 7);
+    absl::StatusOr<CommRequestPtr> r, s;
+    if (features.sends_wait_for_receives && me % 2 == 0) {
+      // Even ranks send first, odd ranks receive first: each send meets a posted receive.
+      s = group.ISend(send.data(), 777, DataType::kInt64, next, 7);
+      r = group.IRecv(recv.data(), 777, DataType::kInt64, prev, 7);
+    } else {
+      r = group.IRecv(recv.data(), 777, DataType::kInt64, prev, 7);
+      s = group.ISend(send.data(), 777, DataType::kInt64, next, 7);
+    }
     ASSERT_TRUE(r.ok() && s.ok()) << r.status() << " " << s.status();
     EXPECT_TRUE((*s)->Wait().ok());
     absl::Status rs = (*r)->Wait();

@@ -17,6 +17,9 @@ struct P2pFeatures {
   bool sends_to_self = true;      // a rank may send to itself
   bool reorders_by_tag = true;    // receives match sends by tag, not only by posting order
   bool larger_receive = true;     // a receive may post more room than the message needs
+  // NCCL: a rank's operations on a group run one at a time in posting order and a send
+  // finishes only once its receive runs, so an exchange must be ordered not to wait on itself.
+  bool sends_wait_for_receives = false;
 };
 
 // All-reduce (sum, max, min; bit_or on unsigned types) on every element type, in place and

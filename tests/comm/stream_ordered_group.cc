@@ -102,17 +102,24 @@ CommRequestPtr StreamOrderedGroup::Enqueue(std::function<absl::Status()> op) {
 
 absl::StatusOr<CommRequestPtr> StreamOrderedGroup::IAllReduce(const void* send, void* recv, std::int64_t count,
                                                               DataType type, ReduceOp op) {
+  // Errors known at the call come back from it, as with every communicator.
+  TESTBED_RETURN_IF_ERROR(comm_checks::Count(count, send, "all_reduce"));
+  TESTBED_RETURN_IF_ERROR(comm_checks::Count(count, recv, "all_reduce"));
   TESTBED_RETURN_IF_ERROR(comm_checks::Reduction(type, op, "all_reduce"));
   return Enqueue([=, this] { return inner_->AllReduce(send, recv, count, type, op); });
 }
 
 absl::StatusOr<CommRequestPtr> StreamOrderedGroup::IBroadcast(void* buffer, std::int64_t count, DataType type,
                                                               int root) {
+  TESTBED_RETURN_IF_ERROR(comm_checks::Count(count, buffer, "broadcast"));
+  TESTBED_RETURN_IF_ERROR(comm_checks::Rank(root, size(), "root", "broadcast"));
   return Enqueue([=, this] { return inner_->Broadcast(buffer, count, type, root); });
 }
 
 absl::StatusOr<CommRequestPtr> StreamOrderedGroup::IAllGatherV(const void* send, void* recv,
                                                                std::span<const std::int64_t> counts, DataType type) {
+  TESTBED_RETURN_IF_ERROR(comm_checks::Counts(counts, size(), recv, "all_gather_v"));
+  TESTBED_RETURN_IF_ERROR(comm_checks::Count(counts[static_cast<size_t>(rank())], send, "all_gather_v"));
   std::vector<std::int64_t> copied(counts.begin(), counts.end());
   return Enqueue([=, this] { return inner_->AllGatherV(send, recv, copied, type); });
 }
@@ -120,6 +127,9 @@ absl::StatusOr<CommRequestPtr> StreamOrderedGroup::IAllGatherV(const void* send,
 absl::StatusOr<CommRequestPtr> StreamOrderedGroup::IReduceScatterV(const void* send, void* recv,
                                                                    std::span<const std::int64_t> counts, DataType type,
                                                                    ReduceOp op) {
+  TESTBED_RETURN_IF_ERROR(comm_checks::Counts(counts, size(), send, "reduce_scatter_v"));
+  TESTBED_RETURN_IF_ERROR(comm_checks::Count(counts[static_cast<size_t>(rank())], recv, "reduce_scatter_v"));
+  TESTBED_RETURN_IF_ERROR(comm_checks::Reduction(type, op, "reduce_scatter_v"));
   std::vector<std::int64_t> copied(counts.begin(), counts.end());
   return Enqueue([=, this] { return inner_->ReduceScatterV(send, recv, copied, type, op); });
 }
@@ -128,12 +138,15 @@ absl::StatusOr<CommRequestPtr> StreamOrderedGroup::IAllToAllV(const void* send,
                                                               std::span<const std::int64_t> send_counts, void* recv,
                                                               std::span<const std::int64_t> recv_counts,
                                                               DataType type) {
+  TESTBED_RETURN_IF_ERROR(comm_checks::Counts(send_counts, size(), send, "all_to_all_v"));
+  TESTBED_RETURN_IF_ERROR(comm_checks::Counts(recv_counts, size(), recv, "all_to_all_v"));
   std::vector<std::int64_t> sc(send_counts.begin(), send_counts.end()), rc(recv_counts.begin(), recv_counts.end());
   return Enqueue([=, this] { return inner_->AllToAllV(send, sc, recv, rc, type); });
 }
 
 absl::StatusOr<CommRequestPtr> StreamOrderedGroup::ISend(const void* buffer, std::int64_t count, DataType type,
                                                          int peer, int tag) {
+  TESTBED_RETURN_IF_ERROR(comm_checks::Count(count, buffer, "send"));
   TESTBED_RETURN_IF_ERROR(comm_checks::Rank(peer, size(), "peer", "send"));
   TESTBED_RETURN_IF_ERROR(comm_checks::Tag(tag, "send"));
   return Enqueue([=, this]() -> absl::Status {
@@ -148,6 +161,7 @@ absl::StatusOr<CommRequestPtr> StreamOrderedGroup::ISend(const void* buffer, std
 
 absl::StatusOr<CommRequestPtr> StreamOrderedGroup::IRecv(void* buffer, std::int64_t count, DataType type, int peer,
                                                          int tag) {
+  TESTBED_RETURN_IF_ERROR(comm_checks::Count(count, buffer, "recv"));
   TESTBED_RETURN_IF_ERROR(comm_checks::Rank(peer, size(), "peer", "recv"));
   TESTBED_RETURN_IF_ERROR(comm_checks::Tag(tag, "recv"));
   return Enqueue([=, this]() -> absl::Status {

@@ -174,7 +174,9 @@ class CommGroup {
   // [0, kMaxTag]. The receive's count must be at least the send's (the received count is the
   // send's). A send may finish before its receive is posted or wait for it (as in MPI):
   // exchanges in both directions need ISend/IRecv. The nccl communicator keeps NCCL's
-  // rules instead: posting order only (tags do not reorder), equal counts, no self-sends.
+  // rules instead: posting order only (tags do not reorder), equal counts, no self-sends, and
+  // a rank's operations on one group run one at a time in posting order, a send finishing
+  // only once its receive runs (so an exchange must be ordered, or use two groups).
   static constexpr int kMaxTag = 32767;
   [[nodiscard]] virtual absl::StatusOr<CommRequestPtr> ISend(const void* buffer, std::int64_t count, DataType type,
                                                              int peer, int tag) = 0;

@@ -16,6 +16,11 @@
 namespace testbed::testing {
 namespace {
 
+// NCCL's point-to-point rules: no self-sends, pairing by posting order only, equal counts, and
+// one operation at a time per group with sends waiting for their receives.
+constexpr P2pFeatures kNcclRules{
+    .sends_to_self = false, .reorders_by_tag = false, .larger_receive = false, .sends_wait_for_receives = true};
+
 using ::testing::HasSubstr;
 
 class CudaSpace final : public BufferSpace {
@@ -63,7 +68,7 @@ TEST(NcclComm, EveryOperationMatchesTheSerialReference) {
   ASSERT_TRUE(ranks.ok()) << ranks.status();
   OnEveryRank(*ranks, [](CommGroup& g) {
     CudaSpace space;
-    CheckEverything(g, space, P2pFeatures{.sends_to_self = false, .reorders_by_tag = false, .larger_receive = false});
+    CheckEverything(g, space, kNcclRules);
   });
 }
 
@@ -80,7 +85,7 @@ TEST(NcclComm, HostBuffersMatchTheSerialReference) {
   OnEveryRank(*ranks, [](CommGroup& g) {
     EXPECT_EQ(g.memory_space(), MemorySpace::kHost);
     HostSpace space;
-    CheckEverything(g, space, P2pFeatures{.sends_to_self = false, .reorders_by_tag = false, .larger_receive = false});
+    CheckEverything(g, space, kNcclRules);
   });
 }
 
