@@ -52,7 +52,12 @@ class CublasGemm final : public GemmBackend {
     if (beta == 0.0f) c.resize(m, n);
     if (m == 0 || n == 0) return absl::OkStatus();
     if (k == 0) {
-      c *= beta;
+      // An empty sum: beta * C, where beta = 0 overwrites whatever resize left (NaN * 0 is NaN).
+      if (beta == 0.0f) {
+        c.setZero();
+      } else {
+        c *= beta;
+      }
       return absl::OkStatus();
     }
     if (const cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return Cuda("cudaSetDevice", e);
