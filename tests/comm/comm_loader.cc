@@ -1,5 +1,7 @@
 #include "comm_loader.h"
 
+#include <gtest/gtest.h>
+
 #include "absl/strings/str_cat.h"
 #include "testbed/status_macros.h"
 
@@ -26,6 +28,19 @@ absl::StatusOr<std::unique_ptr<LoadedCommunicator>> LoadCommunicator(
   TESTBED_RETURN_IF_ERROR(loaded->loader->Load(library).status());
   TESTBED_ASSIGN_OR_RETURN(loaded->comm, CreateCommunicator(*loaded->registry, name, overrides));
   return loaded;
+}
+
+ConnectedWorld ConnectThreadRanks(const std::string& library, const std::string& name, int n,
+                                  const std::map<std::string, ParamValue>& overrides) {
+  ConnectedWorld w;
+  auto loaded = LoadCommunicator(library, name, overrides);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  if (!loaded.ok()) return w;
+  w.loaded = std::move(*loaded);
+  auto ranks = w.loaded->comm->Connect(n);
+  EXPECT_TRUE(ranks.ok()) << ranks.status();
+  if (ranks.ok()) w.ranks = std::move(*ranks);
+  return w;
 }
 
 }  // namespace testbed::testing

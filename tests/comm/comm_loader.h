@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/plugin_loader.h"
@@ -26,5 +27,14 @@ struct LoadedCommunicator {
 
 [[nodiscard]] absl::StatusOr<std::unique_ptr<LoadedCommunicator>> LoadCommunicator(
     const std::string& library, const std::string& name, const std::map<std::string, ParamValue>& overrides);
+
+// `n` ranks of communicator `name` (library and overrides as for LoadCommunicator) as
+// threads of this process. Failures are test failures; `ranks` is then empty.
+struct ConnectedWorld {
+  std::unique_ptr<LoadedCommunicator> loaded;
+  std::vector<std::unique_ptr<CommGroup>> ranks;
+};
+[[nodiscard]] ConnectedWorld ConnectThreadRanks(const std::string& library, const std::string& name, int n,
+                                                const std::map<std::string, ParamValue>& overrides);
 
 }  // namespace testbed::testing

@@ -31,14 +31,9 @@ struct StagedWorld {
 
 StagedWorld Connect(int n, double timeout_s) {
   StagedWorld w;
-  auto loaded = LoadCommunicator(TESTBED_LOCAL_PLUGIN, "local", {{"timeout_s", timeout_s}});
-  EXPECT_TRUE(loaded.ok()) << loaded.status();
-  if (!loaded.ok()) return w;
-  w.loaded = std::move(*loaded);
-  auto ranks = w.loaded->comm->Connect(n);
-  EXPECT_TRUE(ranks.ok()) << ranks.status();
-  if (!ranks.ok()) return w;
-  for (auto& r : *ranks) {
+  ConnectedWorld local = ConnectThreadRanks(TESTBED_LOCAL_PLUGIN, "local", n, {{"timeout_s", timeout_s}});
+  w.loaded = std::move(local.loaded);
+  for (auto& r : local.ranks) {
     auto memory = std::make_shared<FakeDeviceMemory>();
     w.memories.push_back(memory);
     w.ranks.push_back(MakeHostStaged(std::make_unique<DeviceOnlyGroup>(std::move(r), memory), memory));

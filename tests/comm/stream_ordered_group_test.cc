@@ -19,20 +19,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct OrderedWorld {
-  std::unique_ptr<LoadedCommunicator> loaded;
-  std::vector<std::unique_ptr<CommGroup>> ranks;
-};
-
-OrderedWorld Connect(int n, double timeout_s) {
-  OrderedWorld w;
-  auto loaded = LoadCommunicator(TESTBED_LOCAL_PLUGIN, "local", {{"timeout_s", timeout_s}});
-  EXPECT_TRUE(loaded.ok()) << loaded.status();
-  if (!loaded.ok()) return w;
-  w.loaded = std::move(*loaded);
-  auto ranks = w.loaded->comm->Connect(n);
-  EXPECT_TRUE(ranks.ok()) << ranks.status();
-  if (ranks.ok()) w.ranks = StreamOrdered(std::move(*ranks));
+ConnectedWorld Connect(int n, double timeout_s) {
+  ConnectedWorld w = ConnectThreadRanks(TESTBED_LOCAL_PLUGIN, "local", n, {{"timeout_s", timeout_s}});
+  w.ranks = StreamOrdered(std::move(w.ranks));
   return w;
 }
 
@@ -40,7 +29,7 @@ class StreamOrderedConformance : public ::testing::TestWithParam<int> {};
 
 // The rules of the nccl communicator's tests (tests/plugins/nccl).
 TEST_P(StreamOrderedConformance, EveryOperationMatchesTheSerialReference) {
-  OrderedWorld w = Connect(GetParam(), 20.0);
+  ConnectedWorld w = Connect(GetParam(), 20.0);
   ASSERT_EQ(static_cast<int>(w.ranks.size()), GetParam());
   OnEveryRank(w.ranks, [](CommGroup& g) {
     HostSpace host;
@@ -57,7 +46,7 @@ INSTANTIATE_TEST_SUITE_P(GroupSizes, StreamOrderedConformance, ::testing::Values
 // Two ranks whose first operation is a send to each other wait for each other, as under NCCL
 // (with MPI or the local communicator the sends would finish).
 TEST(StreamOrdered, SendsToEachOtherHang) {
-  OrderedWorld w = Connect(2, 0.5);
+  ConnectedWorld w = Connect(2, 0.5);
   ASSERT_EQ(w.ranks.size(), 2u);
   const auto start = std::chrono::steady_clock::now();
   OnEveryRank(w.ranks, [](CommGroup& g) {
@@ -76,7 +65,7 @@ TEST(StreamOrdered, SendsToEachOtherHang) {
 
 // The same exchange ordered (one side receives first) goes through.
 TEST(StreamOrdered, OrderedExchangeFinishes) {
-  OrderedWorld w = Connect(2, 20.0);
+  ConnectedWorld w = Connect(2, 20.0);
   ASSERT_EQ(w.ranks.size(), 2u);
   OnEveryRank(w.ranks, [](CommGroup& g) {
     const std::int32_t out = 10 + g.rank();
@@ -95,7 +84,7 @@ TEST(StreamOrdered, OrderedExchangeFinishes) {
 
 // Operations of one endpoint start one after the other: the second waits for the first.
 TEST(StreamOrdered, AnOperationStartsOnlyAfterThePreviousOneFinished) {
-  OrderedWorld w = Connect(2, 20.0);
+  ConnectedWorld w = Connect(2, 20.0);
   ASSERT_EQ(w.ranks.size(), 2u);
   auto* rank0 = static_cast<StreamOrderedGroup*>(w.ranks[0].get());
   std::int32_t x = 0, y = 0;
@@ -118,7 +107,7 @@ TEST(StreamOrdered, AnOperationStartsOnlyAfterThePreviousOneFinished) {
 // Pairing is by posting order only: a receive meeting a send of another tag is an error that
 // names both (NCCL would deliver the wrong message).
 TEST(StreamOrdered, ReceiveMeetingAnotherTagIsRefused) {
-  OrderedWorld w = Connect(2, 2.0);
+  ConnectedWorld w = Connect(2, 2.0);
   ASSERT_EQ(w.ranks.size(), 2u);
   OnEveryRank(w.ranks, [](CommGroup& g) {
     std::int32_t v = 5;
