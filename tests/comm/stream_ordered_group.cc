@@ -86,7 +86,15 @@ void StreamOrderedGroup::RunStream() {
       queue_.pop_front();
       ++started_;
     }
-    next.second->Set(next.first());
+    // After a failure the stream stays stopped, as an NCCL communicator is aborted after an
+    // error or a timeout: later operations fail at once instead of running on.
+    if (broken_.ok()) {
+      broken_ = next.first();
+      next.second->Set(broken_);
+    } else {
+      next.second->Set(absl::FailedPreconditionError(
+          absl::StrCat("stream-ordered group stopped by an earlier error: ", broken_.message())));
+    }
   }
 }
 

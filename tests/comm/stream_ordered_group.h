@@ -11,7 +11,8 @@
 // - Sends and receives between two ranks pair in posting order; NCCL has no tags. A pair whose
 //   tags or counts differ fails with an error naming both (NCCL would pair them silently).
 //
-// A hang surfaces as DeadlineExceeded from the request after the wrapped group's timeout_s.
+// A hang surfaces as DeadlineExceeded from the request after the wrapped group's timeout_s;
+// after any failure the endpoint's later operations fail at once (NCCL aborts the communicator).
 #pragma once
 
 #include <condition_variable>
@@ -77,6 +78,7 @@ class StreamOrderedGroup final : public CommGroup {
   std::deque<std::pair<std::function<absl::Status()>, std::shared_ptr<Done>>> queue_;
   bool stopping_ = false;
   int started_ = 0;
+  absl::Status broken_;  // the first failure on the stream (only the stream thread touches it)
   std::thread stream_;
 };
 

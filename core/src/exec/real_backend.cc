@@ -100,6 +100,11 @@ const BackendInfo& RealBackend::Info() {
     b.sections["real"] = {
         ParamSpec::Bool("check_against_single", true)
             .Doc("also train the same model single-process and report the largest loss and gradient-norm differences"),
+        ParamSpec::Double("max_loss_diff_vs_single", 0.0)
+            .Min(0)
+            .Unit("nats/token")
+            .Doc("with check_against_single: the run fails when a step's loss differs from single-process "
+                 "training by more than this (0: the difference is only reported)"),
         ParamSpec::Bool("predict", true).Doc("profile the layers here and report the simulator's prediction"),
         ParamSpec::Int("profile_repeats", 3).Range(1, 100).Doc("timings per layer in the profile (median kept)"),
         ParamSpec::Choice("compress", "all", {"all", "embedding"})
@@ -288,6 +293,12 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     m.Add("single_process_final_loss", ref.steps.back().loss, loss_unit);
     m.Add("max_loss_diff_vs_single", loss_diff, loss_unit, Better::kLower);
     m.Add("max_grad_norm_rel_diff_vs_single", norm_diff, "1", Better::kLower);
+    const double allowed = real.GetOr<double>("max_loss_diff_vs_single", 0.0);
+    if (allowed > 0 && !(loss_diff <= allowed)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the loss differs from single-process training of the same model on the same data by up to ", loss_diff,
+          " nats/token, more than [real] max_loss_diff_vs_single = ", allowed));
+    }
   }
 
   if (predict) {
