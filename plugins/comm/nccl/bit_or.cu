@@ -18,6 +18,7 @@ int Launch(const void* gathered, void* out, std::int64_t count, std::int64_t str
            cudaStream_t stream) {
   constexpr int kThreads = 256;
   const auto blocks = static_cast<unsigned>((count + kThreads - 1) / kThreads);
+  (void)cudaGetLastError();  // report this launch's error, not an earlier one left on the thread
   BitOrKernel<U><<<blocks, kThreads, 0, stream>>>(static_cast<const U*>(gathered), static_cast<U*>(out), count, stride,
                                                   offset, members);
   return static_cast<int>(cudaGetLastError());

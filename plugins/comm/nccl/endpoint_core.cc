@@ -6,9 +6,14 @@ namespace testbed::nccl {
 
 EndpointCore::EndpointCore(std::shared_ptr<SharedGroup> shared, int rank, ncclComm_t comm, double timeout_s)
     : shared_(std::move(shared)), rank_(rank), comm_(comm), timeout_s_(timeout_s) {
-  cudaSetDevice(device());
-  cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-  cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(int));
+  // A failure here leaves the group broken: every operation then fails with this reason.
+  cudaError_t e = cudaSetDevice(device());
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(int));
+  if (e != cudaSuccess) {
+    broken_ = absl::InternalError(
+        absl::StrCat("setting up rank ", rank_, " on GPU ", device(), ": ", cudaGetErrorString(e)));
+  }
 }
 
 EndpointCore::~EndpointCore() {

@@ -71,7 +71,11 @@ absl::StatusOr<CommRequestPtr> NcclGroup::Started(OpLabel label, ncclResult_t re
   if (e == cudaSuccess) e = cudaEventRecord(done, core_->stream());
   if (e != cudaSuccess) {
     if (done != nullptr) cudaEventDestroy(done);
-    return absl::InternalError(absl::StrCat(label.name, ": cuda event: ", cudaGetErrorString(e)));
+    // The operation is queued and cannot be waited for: stop the group rather than let it run
+    // on buffers the caller will take back.
+    absl::Status error = absl::InternalError(absl::StrCat(label.name, ": cuda event: ", cudaGetErrorString(e)));
+    core_->Abort(error);
+    return error;
   }
   return std::make_unique<NcclRequest>(core_, label, done);
 }
@@ -244,7 +248,9 @@ absl::StatusOr<std::unique_ptr<CommGroup>> NcclGroup::NewGroup(const std::vector
   TESTBED_ASSIGN_OR_RETURN(auto joined, core_->shared_ptr()->Join(rank(), members, nth, deadline, timeout_s()));
   int index = 0;
   while (members[static_cast<size_t>(index)] != rank()) ++index;
-  cudaSetDevice(joined.first->devices[static_cast<size_t>(index)]);
+  if (const cudaError_t e = cudaSetDevice(joined.first->devices[static_cast<size_t>(index)]); e != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("new_group: cudaSetDevice: ", cudaGetErrorString(e)));
+  }
   ncclComm_t comm = nullptr;
   // Every member has joined, so this collective initialisation returns promptly.
   const ncclResult_t r = ncclCommInitRank(&comm, static_cast<int>(members.size()), joined.second, index);

@@ -28,6 +28,11 @@ void NcclRequest::Finish(absl::Status status) {
 }
 
 absl::StatusOr<bool> NcclRequest::Poll() {
+  // Once the group is aborted its kernels end early and their events complete: that is not
+  // success. Nor may the aborted communicator be asked anything again.
+  if (absl::Status usable = core_->CheckUsable(); !usable.ok()) {
+    return absl::Status(usable.code(), absl::StrCat(Describe(), ": ", usable.message()));
+  }
   const cudaError_t e = cudaEventQuery(done_);
   if (e == cudaSuccess) return true;
   if (e != cudaErrorNotReady) {

@@ -157,6 +157,7 @@ std::string SelectTopKCuda(const float* gradient, float* residual, std::int64_t 
     if ((e = cudaMemcpy(d_v.get(), residual, n * sizeof(float), cudaMemcpyHostToDevice)) != cudaSuccess) return Failed("copy residual", e);
     if ((e = cudaMemcpy(d_g.get(), gradient, n * sizeof(float), cudaMemcpyHostToDevice)) != cudaSuccess) return Failed("copy gradient", e);
     AddKernel<<<grid, 256>>>(d_g.get(), d_v.get(), n);
+    if ((e = cudaGetLastError()) != cudaSuccess) return Failed("launch error feedback", e);
   } else {
     if ((e = cudaMemcpy(d_v.get(), gradient, n * sizeof(float), cudaMemcpyHostToDevice)) != cudaSuccess) return Failed("copy gradient", e);
   }
@@ -197,10 +198,12 @@ std::string SelectTopKCuda(const float* gradient, float* residual, std::int64_t 
   // Index-order compaction: equal keys ranked across tiles, then selected values placed.
   std::vector<int> counts(static_cast<std::size_t>(tiles));
   CountEqualKernel<<<static_cast<unsigned>(tiles), kTile>>>(d_v.get(), n, rule, d_counts.get());
+  if ((e = cudaGetLastError()) != cudaSuccess) return Failed("launch equal-key count", e);
   if ((e = cudaMemcpy(counts.data(), d_counts.get(), tiles * sizeof(int), cudaMemcpyDeviceToHost)) != cudaSuccess) return Failed("copy counts", e);
   std::vector<std::int64_t> offsets = ExclusiveSum(counts);
   if ((e = cudaMemcpy(d_equal_offsets.get(), offsets.data(), tiles * sizeof(std::int64_t), cudaMemcpyHostToDevice)) != cudaSuccess) return Failed("copy offsets", e);
   CountSelectedKernel<<<static_cast<unsigned>(tiles), kTile>>>(d_v.get(), n, rule, d_equal_offsets.get(), d_counts.get());
+  if ((e = cudaGetLastError()) != cudaSuccess) return Failed("launch selection count", e);
   if ((e = cudaMemcpy(counts.data(), d_counts.get(), tiles * sizeof(int), cudaMemcpyDeviceToHost)) != cudaSuccess) return Failed("copy counts", e);
   offsets = ExclusiveSum(counts);
   if (offsets.back() + counts.back() != k) return "top-k selection did not select k values";

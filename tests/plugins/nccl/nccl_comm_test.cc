@@ -33,6 +33,9 @@ class CudaSpace final : public BufferSpace {
   void Free(void* p) override { cudaFree(p); }
   void Upload(void* dst, const void* src, std::size_t bytes) override {
     EXPECT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    // From pageable memory cudaMemcpy may return before the data lands, and the collectives
+    // run on a non-blocking stream that does not wait for the default one.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   void Download(void* dst, const void* src, std::size_t bytes) override {
     EXPECT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), cudaSuccess);

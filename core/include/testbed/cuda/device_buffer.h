@@ -13,25 +13,29 @@ namespace testbed::cuda {
 
 // Device memory for `count` elements of T, freed with the object. Allocate(0) allocates one
 // element, so that the pointer is valid for kernels that are given an empty range.
+//
+// Allocation and release are stream-ordered on the legacy default stream (cudaMallocAsync,
+// cudaFreeAsync), where these buffers' kernels, synchronous copies and cuBLAS calls run:
+// cudaFree would wait for the whole device, and a device running an NCCL kernel that waits
+// for another rank (which may itself wait for this thread) would never get there. NCCL's own
+// streams are non-blocking, so work on the default stream does not wait for them either.
 template <typename T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
+  ~DeviceBuffer() { Release(); }
   [[nodiscard]] cudaError_t Allocate(std::int64_t count) {
-    return cudaMalloc(reinterpret_cast<void**>(&ptr_),
-                      static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T));
+    Release();
+    cudaGetDevice(&device_);
+    return cudaMallocAsync(reinterpret_cast<void**>(&ptr_),
+                           static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T), cudaStreamLegacy);
   }
   // Room for at least `count` elements, keeping the allocation when it is large enough (the
   // contents are not kept when it grows): one buffer reused by calls of varying sizes.
   [[nodiscard]] cudaError_t Reserve(std::int64_t count) {
     if (ptr_ != nullptr && count <= capacity_) return cudaSuccess;
-    if (ptr_ != nullptr) cudaFree(ptr_);
-    ptr_ = nullptr;
     capacity_ = 0;
     const cudaError_t e = Allocate(count);
     if (e == cudaSuccess) capacity_ = std::max<std::int64_t>(count, 1);
@@ -40,8 +44,19 @@ class DeviceBuffer {
   [[nodiscard]] T* get() const noexcept { return ptr_; }
 
  private:
+  void Release() noexcept {
+    if (ptr_ == nullptr) return;
+    int current = device_;
+    cudaGetDevice(&current);
+    if (current != device_) cudaSetDevice(device_);
+    cudaFreeAsync(ptr_, cudaStreamLegacy);
+    if (current != device_) cudaSetDevice(current);
+    ptr_ = nullptr;
+  }
+
   T* ptr_ = nullptr;
   std::int64_t capacity_ = 0;  // elements, when reserved
+  int device_ = 0;             // where ptr_ lives
 };
 
 // "what: <CUDA's description of e>".
