@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The checks that need a GPU, in one go: builds with CUDA (the dependencies must already be
-# installed, e.g. by ./run_tests.sh), runs every test that exercises a GPU (CUDA kernels
+# The checks that need a GPU, in one go: runs every test that exercises a GPU (CUDA kernels
 # against their CPU twins, cuBLAS products, NCCL collectives with device and host buffers, GPU
 # training against CPU training), then trains the tiny GPT with cuBLAS products and, with at
-# least two GPUs, through NCCL. Logs and results go to OUTDIR (default gpu-check/).
-#   scripts/gpu-check.sh [OUTDIR]
+# least two GPUs, through NCCL, and runs the compressor bench. Logs and results go to OUTDIR
+# (default gpu-check/).
+#   scripts/gpu-check.sh [OUTDIR]            builds with CUDA here first (needs the dependencies)
+#   scripts/gpu-check.sh --bundle [OUTDIR]   runs gpu-bundle/ made by scripts/gpu-bundle.sh on a
+#                                            machine with only a driver and CUDA's libraries
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ "${1:-}" = --bundle ]; then
+  shift
+  exec "$root/scripts/gpu-check-bundle.sh" "$@"
+fi
 out="${1:-$root/gpu-check}"
 mkdir -p "$out"
 build="${TESTBED_GPU_BUILD_DIR:-$root/build-gpu}"
