@@ -65,6 +65,29 @@ absl::Status GroupCore::CollectiveTimedOut(const std::string& what, std::int64_t
   return error;
 }
 
+void GroupCore::Register(Progressing* op) {
+  std::lock_guard<std::mutex> lock(progressing_mu_);
+  progressing_.push_back(op);
+}
+
+void GroupCore::Unregister(Progressing* op) {
+  std::lock_guard<std::mutex> lock(progressing_mu_);
+  progressing_.erase(std::remove(progressing_.begin(), progressing_.end(), op), progressing_.end());
+}
+
+void GroupCore::ProgressOthers(const Progressing* except) {
+  std::vector<Progressing*> ops;
+  {
+    std::lock_guard<std::mutex> lock(progressing_mu_);
+    ops = progressing_;
+  }
+  // Outside the lock: an operation that finishes unregisters itself. A group's operations are
+  // started and waited for by one thread, so none is destroyed meanwhile.
+  for (Progressing* op : ops) {
+    if (op != except) op->Progress();
+  }
+}
+
 void GroupCore::Adopt(std::vector<MPI_Request> requests, std::shared_ptr<void> buffers) {
   std::lock_guard<std::mutex> lock(mu_);
   orphans_.emplace_back(std::move(requests), std::move(buffers));

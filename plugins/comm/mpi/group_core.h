@@ -17,6 +17,15 @@
 
 namespace testbed::mpi {
 
+// An operation the communicator drives itself (the ring all-reduce): it advances only when
+// asked, so every wait on the group advances all of them, as MPI's progress engine does for its
+// own non-blocking collectives; members may then wait for their operations in any order.
+class Progressing {
+ public:
+  virtual ~Progressing() = default;
+  virtual void Progress() = 0;
+};
+
 class GroupCore {
  public:
   // Takes ownership of `comm` and `control` (both duplicates made for this group): `comm`
@@ -48,6 +57,11 @@ class GroupCore {
   // its deadline: names the members that never started it (from the arrival notes), breaks
   // the group with that error and returns it.
   [[nodiscard]] absl::Status CollectiveTimedOut(const std::string& what, std::int64_t seq);
+  // The group's self-driven operations in flight (registered while unfinished).
+  void Register(Progressing* op);
+  void Unregister(Progressing* op);
+  // Advances every registered operation but `except` (the caller's own).
+  void ProgressOthers(const Progressing* except);
   // Keeps an unfinished operation (its requests and the buffers MPI may still use) alive.
   void Adopt(std::vector<MPI_Request> requests, std::shared_ptr<void> buffers);
 
@@ -62,6 +76,8 @@ class GroupCore {
   mutable std::mutex mu_;
   absl::Status broken_;
   std::vector<std::pair<std::vector<MPI_Request>, std::shared_ptr<void>>> orphans_;
+  std::mutex progressing_mu_;
+  std::vector<Progressing*> progressing_;
 };
 
 }  // namespace testbed::mpi

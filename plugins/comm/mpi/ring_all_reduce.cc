@@ -35,6 +35,7 @@ absl::StatusOr<CommRequestPtr> RingAllReduce::Start(std::shared_ptr<GroupCore> c
     ring->core_->Break(started);  // the neighbours are inside the operation now
     return started;
   }
+  ring->core_->Register(ring.get());
   return CommRequestPtr(std::move(ring));
 }
 
@@ -179,12 +180,16 @@ absl::StatusOr<bool> RingAllReduce::Advance() {
   return true;
 }
 
-absl::StatusOr<bool> RingAllReduce::Test() { return Advance(); }
+absl::StatusOr<bool> RingAllReduce::Test() {
+  core_->ProgressOthers(this);
+  return Advance();
+}
 
 absl::Status RingAllReduce::Wait() {
   const Clock::time_point deadline = DeadlineAfter(core_->timeout_s());
   Backoff backoff;
   for (;;) {
+    core_->ProgressOthers(this);
     absl::StatusOr<bool> done = Advance();
     if (!done.ok() || *done) return status_;
     if (Clock::now() >= deadline) {
@@ -196,6 +201,7 @@ absl::Status RingAllReduce::Wait() {
 }
 
 void RingAllReduce::Finish(absl::Status status) {
+  if (!finished_) core_->Unregister(this);
   finished_ = true;
   status_ = std::move(status);
 }

@@ -10,8 +10,8 @@
 // receives at step t is what it sends at step t+1, so it streams segment by segment: a
 // segment arrives from the left, is reduced with this member's input (reduce-scatter steps)
 // while still in cache, and goes on to the right at once, overlapping the next segment's
-// transfer. A few receives are kept posted ahead. The operation advances only when its
-// request is tested or waited on.
+// transfer. A few receives are kept posted ahead. The operation advances only when a ring
+// operation of the group is tested or waited on (each such call advances all of them).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@
 
 namespace testbed::mpi {
 
-class RingAllReduce final : public CommRequest {
+class RingAllReduce final : public CommRequest, public Progressing {
  public:
   // Starts the operation numbered `seq` in the group (already announced). `recv` must hold
   // `count` elements; send == recv is the in-place form. The arguments are checked by the
@@ -41,6 +41,8 @@ class RingAllReduce final : public CommRequest {
 
   [[nodiscard]] absl::Status Wait() override;
   [[nodiscard]] absl::StatusOr<bool> Test() override;
+  // Advances this operation on behalf of another one's wait (GroupCore::ProgressOthers).
+  void Progress() override { (void)Advance(); }
 
   // Message tags on the group's control communicator: kFirstTag + seq modulo kTagSpan, so that
   // concurrent all-reduces of one group never take each other's messages. Within one

@@ -94,6 +94,29 @@ TEST(MpiComm, ConcurrentRingAllReducesKeepTheirOwnMessages) {
   }
 }
 
+// Members may wait for their ring all-reduces in different orders: waiting for one advances
+// the others (as MPI's progress engine does for its own collectives), or this would hang.
+TEST(MpiComm, RingAllReducesMayBeWaitedForInAnyOrder) {
+  std::shared_ptr<Communicator> comm;
+  auto world = ConnectWorld(comm, 30.0, "ring", 4096);
+  ASSERT_NE(world, nullptr);
+  const int n = world->size();
+  constexpr std::int64_t kCount = 100003;  // many segments per chunk
+  std::vector<float> a(kCount, 1.0f), b(kCount, 2.0f);
+  auto ra = world->IAllReduce(a.data(), a.data(), kCount, DataType::kFloat32, ReduceOp::kSum);
+  auto rb = world->IAllReduce(b.data(), b.data(), kCount, DataType::kFloat32, ReduceOp::kSum);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  if (world->rank() == 0) {
+    ASSERT_TRUE((*rb)->Wait().ok());
+    ASSERT_TRUE((*ra)->Wait().ok());
+  } else {
+    ASSERT_TRUE((*ra)->Wait().ok());
+    ASSERT_TRUE((*rb)->Wait().ok());
+  }
+  EXPECT_EQ(a, std::vector<float>(kCount, static_cast<float>(n)));
+  EXPECT_EQ(b, std::vector<float>(kCount, 2.0f * static_cast<float>(n)));
+}
+
 TEST(MpiComm, RingAllReduceNamesALateRankWithinTheTimeout) {
   std::shared_ptr<Communicator> comm, sync_comm;
   auto world = ConnectWorld(comm, 0.5, "ring");
