@@ -64,19 +64,8 @@ for program in $(cut -d' ' -f1 "$bundle/gpu-tests.txt" | sort -u); do
 done | tee "$out/gpu-tests-summary.txt"
 grep -hE '^\[ *(FAILED|SKIPPED) *\] .*\([0-9]+ ms\)$' "$out"/*.log | sort -u | tee -a "$out/gpu-tests-summary.txt"
 
-tb="$bundle/bin/testbed"
-gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
-for device in cuda cpu; do
-  run "$tb" run "$root/experiments/tiny_gpt_parallel.toml" --set real.device=$device --only single --only tp4 \
-    --only pp4-1f1b -o "$out/tiny_gpt_$device.h5" --fresh -q > "$out/tiny_gpt_$device.log" 2>&1
-  run "$tb" show "$out/tiny_gpt_$device.h5" --csv > "$out/tiny_gpt_$device.csv" 2>&1
-done
-if [ "${gpus:-0}" -ge 2 ]; then
-  run "$tb" run "$root/experiments/tiny_gpt_parallel.toml" --only dp2-pp2 --set parallel.dp=1 \
-    --set 'communicator={ use = "nccl", host_buffers = true }' -o "$out/tiny_gpt_nccl.h5" --fresh -q \
-    > "$out/tiny_gpt_nccl.log" 2>&1
-  run "$tb" show "$out/tiny_gpt_nccl.h5" --csv > "$out/tiny_gpt_nccl.csv" 2>&1
-fi
-run "$bundle/bin/compressor_bench" > "$out/compressor_bench.txt" 2>&1 || true
+tb="$bundle/bin/testbed" bench="$bundle/bin/compressor_bench"
+. "$root/scripts/gpu-runs.sh"
+gpu_training_and_bench
 echo "tests exit status $tests_rc; results in $out"
 exit $tests_rc

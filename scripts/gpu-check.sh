@@ -31,20 +31,9 @@ ctest --test-dir "$build" --output-on-failure -j1 \
 tests_rc=$?
 grep -E 'tests passed|Skipped|Failed|\*\*\*' "$out/gpu-tests.log" | tail -40
 
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-tb="$build/bin/testbed"
-"$tb" run "$root/experiments/tiny_gpt_parallel.toml" --set real.device=cuda --only single --only tp4 \
-  --only pp4-1f1b -o "$out/tiny_gpt_cuda.h5" --fresh -q > "$out/tiny_gpt_cuda.log" 2>&1
-"$tb" show "$out/tiny_gpt_cuda.h5" --csv > "$out/tiny_gpt_cuda.csv" 2>&1
-"$tb" run "$root/experiments/tiny_gpt_parallel.toml" --only single --only tp4 --only pp4-1f1b \
-  -o "$out/tiny_gpt_cpu.h5" --fresh -q > "$out/tiny_gpt_cpu.log" 2>&1
-"$tb" show "$out/tiny_gpt_cpu.h5" --csv > "$out/tiny_gpt_cpu.csv" 2>&1
-if [ "${gpus:-0}" -ge 2 ]; then
-  "$tb" run "$root/experiments/tiny_gpt_parallel.toml" --only dp2-pp2 --set parallel.dp=1 \
-    --set 'communicator={ use = "nccl", host_buffers = true }' -o "$out/tiny_gpt_nccl.h5" --fresh -q \
-    > "$out/tiny_gpt_nccl.log" 2>&1
-  "$tb" show "$out/tiny_gpt_nccl.h5" --csv > "$out/tiny_gpt_nccl.csv" 2>&1
-fi
-"$build/bin/compressor_bench" > "$out/compressor_bench.txt" 2>&1 || true
+tb="$build/bin/testbed" bench="$build/bin/compressor_bench"
+run() { "$@"; }
+. "$root/scripts/gpu-runs.sh"
+gpu_training_and_bench
 echo "tests exit status $tests_rc; results in $out"
 exit $tests_rc

@@ -79,6 +79,8 @@ void GroupCore::ProgressOthers(const Progressing* except) {
   std::vector<Progressing*> ops;
   {
     std::lock_guard<std::mutex> lock(progressing_mu_);
+    // Called on every turn of a wait's polling loop: nothing to copy when the caller is alone.
+    if (progressing_.size() <= 1) return;
     ops = progressing_;
   }
   // Outside the lock: an operation that finishes unregisters itself. A group's operations are

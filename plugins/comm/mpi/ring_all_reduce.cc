@@ -83,8 +83,12 @@ void RingAllReduce::AppendSegments(int step, int chunk, std::vector<Segment>& ou
   }
 }
 
+std::string RingAllReduce::Describe() const {
+  return absl::StrCat("all_reduce #", seq_, " (ring) on group ", core_->name());
+}
+
 absl::Status RingAllReduce::Error(int rc, const char* call) const {
-  return MpiError(rc, absl::StrCat("all_reduce #", seq_, " (ring) on group ", core_->name(), ": ", call));
+  return MpiError(rc, absl::StrCat(Describe(), ": ", call));
 }
 
 absl::Status RingAllReduce::SendSegment(const Segment& segment, const void* from, bool reads_recv) {
@@ -217,7 +221,7 @@ absl::Status RingAllReduce::TimedOut() {
   if (!PollUntil(pending, DeadlineAfter(0.2)).ok()) core_->Adopt(std::move(pending), slots_);
   sends_.clear();
   posted_.clear();
-  return core_->CollectiveTimedOut(absl::StrCat("all_reduce #", seq_, " (ring) on group ", core_->name()), seq_);
+  return core_->CollectiveTimedOut(Describe(), seq_);
 }
 
 }  // namespace testbed::mpi

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -78,6 +79,8 @@ class RingAllReduce final : public CommRequest, public Progressing {
   [[nodiscard]] absl::Status PostReceives();
   // Takes in every segment that has arrived, in order; true when the operation is done.
   [[nodiscard]] absl::StatusOr<bool> Advance();
+  // "all_reduce #3 (ring) on group {0, 1}".
+  [[nodiscard]] std::string Describe() const;
   [[nodiscard]] absl::Status Error(int rc, const char* call) const;
   void Finish(absl::Status status);
   [[nodiscard]] absl::Status TimedOut();
