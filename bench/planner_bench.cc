@@ -89,8 +89,8 @@ void Plan(benchmark::State& state, const std::string& partitioner, const std::ma
       state.SkipWithError(std::string(plan.status().message()).c_str());
       return;
     }
-    tp_out = plan->tp;
-    pp_out = plan->pp;
+    tp_out = plan->tp(0);
+    pp_out = plan->pp();
     benchmark::DoNotOptimize(plan->stages.data());
   }
   state.counters["tp"] = tp_out;

@@ -49,23 +49,24 @@ void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, in
   }
   auto dm = w.Make<DeviceModel>("roofline");
   auto coll = w.Make<Collective>("auto");
-  Plan plan;
-  plan.tp = tp;
-  plan.pp = pp;
-  plan.dp = dp;
-  plan.micro_batch = 1;
-  plan.micro_batches = micro_batches;
-  plan.recompute = RecomputeMode::kFull;
+  GridSpec grid;
+  grid.tp = tp;
+  grid.pp = pp;
+  grid.dp = dp;
+  grid.micro_batch = 1;
+  grid.micro_batches = micro_batches;
+  grid.recompute = RecomputeMode::kFull;
   // Megatron's split: blocks evenly over stages, embedding first, head last.
   const int blocks = model->NumBlocks();
-  plan.stages = UniformStages(blocks, pp);
-  for (size_t i = 0; i < plan.stages.size(); ++i) {
-    const int fb = plan.stages[i].first_layer, eb = plan.stages[i].end_layer;
-    plan.stages[i].first_layer = i == 0 ? 0 : 1 + 2 * fb;
-    plan.stages[i].end_layer = i + 1 == plan.stages.size() ? static_cast<int>(model->layers.size()) : 1 + 2 * eb;
-    plan.stages[i].recompute_layers = plan.stages[i].end_layer - plan.stages[i].first_layer;
+  grid.chunks = UniformStages(blocks, pp);
+  for (size_t i = 0; i < grid.chunks.size(); ++i) {
+    StageSpec& st = grid.chunks[i];
+    const int fb = st.first_layer, eb = st.end_layer;
+    st.first_layer = i == 0 ? 0 : 1 + 2 * fb;
+    st.end_layer = i + 1 == grid.chunks.size() ? static_cast<int>(model->layers.size()) : 1 + 2 * eb;
+    st.recompute_layers = st.end_layer - st.first_layer;
   }
-  plan.device_map = DefaultDeviceMap(tp, pp, dp);
+  const Plan plan = GridPlan(grid);
   TrainSettings train;
   double tasks = 0, build_s = 0, sim_s = 0, iteration = 0;
   for (auto _ : state) {
@@ -73,7 +74,7 @@ void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, in
     SchedulingContext ctx{*model, *cluster, plan, train, *dm};
     auto schedule = ExpandPipeline(ctx, OneFOneBProgram(pp, micro_batches), ExpandOptions{});
     const auto t1 = std::chrono::steady_clock::now();
-    SimInputs in{*model, *cluster, plan, train, *dm, *coll};
+    SimInputs in{*model, *cluster, *dm, *coll};
     auto r = Simulate(*schedule, in, SimOptions{});
     const auto t2 = std::chrono::steady_clock::now();
     if (!schedule.ok() || !r.ok()) {

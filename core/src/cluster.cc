@@ -33,6 +33,8 @@ struct NodeTopology {
   std::vector<LinkSpec> link_spec;              // per directional local link
   std::vector<std::vector<std::vector<int>>> route;  // [from][to] -> local directional links
   std::vector<int> nic_of_device;               // endpoint index of the device's NIC, -1 if none
+  std::vector<int> host_endpoints;              // endpoint index of each host (NodeType::hosts)
+  std::vector<int> nearest_host;                // per device: index into host_endpoints, -1 if none
   int num_local_links() const { return static_cast<int>(link_spec.size()); }
   int num_nics = 0;
   int first_nic_endpoint = 0;
@@ -126,6 +128,32 @@ absl::StatusOr<NodeTopology> BuildTopology(const NodeType& type) {
     for (int b = 0; b < type.devices; ++b) {
       if (a != b && t.route[static_cast<size_t>(a)][static_cast<size_t>(b)].empty()) {
         return absl::InvalidArgumentError(absl::StrCat(where, ": no path between gpu", a, " and gpu", b));
+      }
+    }
+  }
+
+  // Host memory endpoints, and each device's nearest.
+  std::vector<std::string> hosts = type.hosts;
+  if (hosts.empty()) {
+    for (const auto& hub : type.hubs) {
+      if (hub.rfind("cpu", 0) == 0) hosts.push_back(hub);
+    }
+  }
+  for (const auto& h : hosts) {
+    auto it = index.find(h);
+    if (it == index.end() || it->second < type.devices || it->second >= t.first_nic_endpoint) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": host '", h, "' is not one of its hubs"));
+    }
+    t.host_endpoints.push_back(it->second);
+  }
+  t.nearest_host.assign(static_cast<size_t>(type.devices), -1);
+  for (int i = 0; i < type.devices; ++i) {
+    double best = std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k < t.host_endpoints.size(); ++k) {
+      const double dd = dist[static_cast<size_t>(i)][static_cast<size_t>(t.host_endpoints[k])];
+      if (dd < best) {  // strict: ties go to the lowest-numbered host
+        best = dd;
+        t.nearest_host[static_cast<size_t>(i)] = static_cast<int>(k);
       }
     }
   }
@@ -291,6 +319,39 @@ std::vector<LinkId> Cluster::Route(DeviceId a, DeviceId b) const {
   out.push_back(im.NicUp(da.node, nic_a));
   out.push_back(im.NicUp(db.node, nic_b) + 1);
   for (int l : tb.route[static_cast<size_t>(nic_b)][static_cast<size_t>(db.local_index)]) out.push_back(offb + l);
+  return out;
+}
+
+int Cluster::NumHosts(int node) const {
+  const Impl& im = *impl_;
+  return static_cast<int>(im.topologies[static_cast<size_t>(im.group_of_node[static_cast<size_t>(node)])].host_endpoints.size());
+}
+
+int Cluster::NearestHost(DeviceId device_id) const {
+  const Impl& im = *impl_;
+  const Device& d = device(device_id);
+  return im.topologies[static_cast<size_t>(im.group_of_node[static_cast<size_t>(d.node)])]
+      .nearest_host[static_cast<size_t>(d.local_index)];
+}
+
+absl::StatusOr<std::vector<LinkId>> Cluster::HostRoute(DeviceId device_id, int host, bool to_device) const {
+  const Impl& im = *impl_;
+  if (device_id < 0 || device_id >= num_devices()) {
+    return absl::InvalidArgumentError(absl::StrCat("device ", device_id, " is not in cluster '", im.name, "'"));
+  }
+  const Device& d = device(device_id);
+  const NodeTopology& t = im.topologies[static_cast<size_t>(im.group_of_node[static_cast<size_t>(d.node)])];
+  if (host < 0) host = t.nearest_host[static_cast<size_t>(d.local_index)];
+  if (host < 0 || host >= static_cast<int>(t.host_endpoints.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", d.node, " (", node_type_of(d.node).name, ") has ",
+                                                   t.host_endpoints.size(), " host memory endpoints; host ", host,
+                                                   " does not exist"));
+  }
+  const size_t h = static_cast<size_t>(t.host_endpoints[static_cast<size_t>(host)]);
+  const size_t g = static_cast<size_t>(d.local_index);
+  const LinkId off = im.first_link_of_node[static_cast<size_t>(d.node)];
+  std::vector<LinkId> out;
+  for (int l : to_device ? t.route[h][g] : t.route[g][h]) out.push_back(off + l);
   return out;
 }
 

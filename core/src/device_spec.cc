@@ -11,13 +11,14 @@ const char* PrecisionName(Precision p) noexcept {
     case Precision::kBf16: return "bf16";
     case Precision::kFp8: return "fp8";
     case Precision::kInt8: return "int8";
+    case Precision::kInt4: return "int4";
   }
   return "?";
 }
 
 std::optional<Precision> PrecisionFromName(absl::string_view name) noexcept {
   for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kFp16, Precision::kBf16,
-                      Precision::kFp8, Precision::kInt8}) {
+                      Precision::kFp8, Precision::kInt8, Precision::kInt4}) {
     if (PrecisionName(p) == name) return p;
   }
   return std::nullopt;
@@ -30,9 +31,24 @@ int BytesPerElement(Precision p) noexcept {
     case Precision::kFp16:
     case Precision::kBf16: return 2;
     case Precision::kFp8:
-    case Precision::kInt8: return 1;
+    case Precision::kInt8:
+    case Precision::kInt4: return 1;
   }
   return 4;
+}
+
+double ElementBytes(Precision p) noexcept { return p == Precision::kInt4 ? 0.5 : BytesPerElement(p); }
+
+int PrecisionBits(Precision p) noexcept { return p == Precision::kInt4 ? 4 : 8 * BytesPerElement(p); }
+
+Precision PrecisionOfBits(int bits, Precision base) noexcept {
+  switch (bits) {
+    case 32: return base == Precision::kTf32 ? Precision::kTf32 : Precision::kFp32;
+    case 16: return base == Precision::kBf16 ? Precision::kBf16 : Precision::kFp16;
+    case 8: return base == Precision::kFp8 ? Precision::kFp8 : Precision::kInt8;
+    case 4: return Precision::kInt4;
+    default: return base;
+  }
 }
 
 }  // namespace testbed

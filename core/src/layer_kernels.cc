@@ -34,7 +34,7 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
   if (work.layer == nullptr) return {};
   const Layer& l = *work.layer;
   b.backward = work.phase == Phase::kBackward;
-  b.elem = BytesPerElement(work.precision);
+  b.elem = ElementBytes(work.precision);
   const double t = std::max(1, work.tp);
   const double samples = static_cast<double>(work.micro_batch) * work.fraction;
   const double s = static_cast<double>(l.seq_len), h = static_cast<double>(l.hidden);
@@ -76,17 +76,25 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       b.Memory("bias_dropout_residual", sp_tokens * h, 4);
       break;
     case LayerKind::kMoe: {
-      // Gate over all experts; each token's FFN work top_k times (expert parallelism keeps
-      // it on average on the token's own device).
+      // Gate over all experts; each token's FFN work top_k times. Whole: expert parallelism
+      // keeps it on average on the token's own device. Under expert parallelism the gate part
+      // runs on the token's rank and the experts on the tokens each rank received.
       const double k = static_cast<double>(l.top_k);
-      b.Memory("layernorm", sp_tokens * h, 2);
-      b.Gemm("gate", tokens, static_cast<double>(l.experts), h);
-      b.Memory("gate_softmax_topk", tokens * static_cast<double>(l.experts), 3);
-      b.Memory("dispatch", tokens * k * h, 2);
-      b.Gemm("expert_fc1", tokens * k, f / t, h);
-      b.Memory("expert_gelu", tokens * k * f / t, 2);
-      b.Gemm("expert_fc2", tokens * k, h, f / t);
-      b.Memory("combine", tokens * k * h, 2);
+      const bool gate = work.part != LayerPart::kMoeExperts;
+      const bool experts = work.part != LayerPart::kMoeGate;
+      const double expert_tokens = work.part == LayerPart::kWhole ? tokens * k : work.expert_tokens;
+      if (gate) {
+        b.Memory("layernorm", sp_tokens * h, 2);
+        b.Gemm("gate", tokens, static_cast<double>(l.experts), h);
+        b.Memory("gate_softmax_topk", tokens * static_cast<double>(l.experts), 3);
+        b.Memory("dispatch", tokens * k * h, 2);
+      }
+      if (experts && expert_tokens > 0) {
+        b.Gemm("expert_fc1", expert_tokens, f / t, h);
+        b.Memory("expert_gelu", expert_tokens * f / t, 2);
+        b.Gemm("expert_fc2", expert_tokens, h, f / t);
+      }
+      if (gate) b.Memory("combine", tokens * k * h, 2);
       break;
     }
     case LayerKind::kHead:
@@ -110,6 +118,15 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
 }  // namespace testbed
 
 namespace testbed {
+
+const char* LayerPartName(LayerPart part) noexcept {
+  switch (part) {
+    case LayerPart::kWhole: return "whole";
+    case LayerPart::kMoeGate: return "gate";
+    case LayerPart::kMoeExperts: return "experts";
+  }
+  return "?";
+}
 
 const char* PhaseName(Phase phase) noexcept {
   switch (phase) {

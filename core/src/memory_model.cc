@@ -34,21 +34,33 @@ StaticMemory StaticBytes(double params, Precision precision, const std::string& 
 }
 
 double StageParams(const Plan& plan, const ModelGraph& model, int stage) noexcept {
-  double params = 0;
+  const Stage& st = plan.stages[static_cast<size_t>(stage)];
   bool holds_embedding = false;
-  for (int c = 0; c < plan.virtual_stages; ++c) {
-    const StageSpec& st = plan.Chunk(stage, c);
-    if (st.first_layer == 0) holds_embedding = true;
+  for (const StageSpec& c : st.chunks) {
+    if (c.first_layer == 0) holds_embedding = true;
   }
-  for (int c = 0; c < plan.virtual_stages; ++c) {
-    const StageSpec& st = plan.Chunk(stage, c);
-    for (int l = st.first_layer; l < st.end_layer; ++l) {
+  if (plan.layers.empty()) {
+    double params = 0;
+    for (const StageSpec& c : st.chunks) {
+      for (int l = c.first_layer; l < c.end_layer; ++l) {
+        const Layer& layer = model.layers[static_cast<size_t>(l)];
+        params += static_cast<double>(layer.params);
+        if (layer.shared_params > 0 && !holds_embedding) params += static_cast<double>(layer.shared_params);
+      }
+    }
+    return params / std::max(1, st.tp);
+  }
+  // Per-layer degrees: each layer's share on one device.
+  double params = 0;
+  for (const StageSpec& c : st.chunks) {
+    for (int l = c.first_layer; l < c.end_layer; ++l) {
       const Layer& layer = model.layers[static_cast<size_t>(l)];
-      params += static_cast<double>(layer.params);
-      if (layer.shared_params > 0 && !holds_embedding) params += static_cast<double>(layer.shared_params);
+      double p = static_cast<double>(layer.params);
+      if (layer.shared_params > 0 && !holds_embedding) p += static_cast<double>(layer.shared_params);
+      params += p / std::max(1, plan.LayerTp(l));
     }
   }
-  return params / std::max(1, plan.tp);
+  return params;
 }
 
 }  // namespace testbed

@@ -159,7 +159,8 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
       moe.top_k = k;
       moe.fwd_flops_per_sample = 2.0 * sd * hd * static_cast<double>(e) + static_cast<double>(k) * 4.0 * sd * hd * fd;
       moe.bwd_flops_per_sample = 2.0 * moe.fwd_flops_per_sample;
-      moe.params = e * (2 * h * f + f + h) + h * e + 2 * h;
+      moe.expert_params = 2 * h * f + f + h;
+      moe.params = e * moe.expert_params + h * e + 2 * h;
       moe.activation_bytes_per_sample = 4 * s * h + k * (3 * s * h + 4 * s * f);
       moe.activation_replicated_bytes_per_sample = 4 * s * h;
       g.layers.push_back(moe);

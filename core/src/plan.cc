@@ -16,55 +16,209 @@ const char* RecomputeName(RecomputeMode mode) noexcept {
   return "?";
 }
 
+std::vector<StageSpec> Plan::Chunks() const {
+  std::vector<StageSpec> out;
+  const int p = pp(), v = virtual_stages();
+  out.reserve(static_cast<size_t>(p * v));
+  for (int c = 0; c < v; ++c) {
+    for (int s = 0; s < p; ++s) out.push_back(Chunk(s, c));
+  }
+  return out;
+}
+
+void Plan::SetChunks(const std::vector<StageSpec>& chunks) {
+  const int p = pp();
+  if (p == 0) return;
+  const int v = static_cast<int>(chunks.size()) / p;
+  for (int s = 0; s < p; ++s) {
+    auto& list = stages[static_cast<size_t>(s)].chunks;
+    list.resize(static_cast<size_t>(v));
+    for (int c = 0; c < v; ++c) list[static_cast<size_t>(c)] = chunks[static_cast<size_t>(c * p + s)];
+  }
+}
+
+std::int64_t Plan::TotalMicroBatches() const {
+  if (stages.empty()) return 0;
+  std::int64_t total = 0;
+  for (const StageReplica& r : stages.front().replicas) total += r.micro_batches;
+  return total;
+}
+
+std::vector<DeviceId> Plan::Devices() const {
+  std::vector<DeviceId> out;
+  for (const Stage& st : stages) {
+    for (const StageReplica& r : st.replicas) out.insert(out.end(), r.devices.begin(), r.devices.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int Plan::num_devices() const {
+  int n = 0;
+  for (const Stage& st : stages) {
+    for (const StageReplica& r : st.replicas) n += static_cast<int>(r.devices.size());
+  }
+  return n;
+}
+
+int Plan::StageOfLayer(int layer) const {
+  for (int s = 0; s < pp(); ++s) {
+    for (const StageSpec& c : stages[static_cast<size_t>(s)].chunks) {
+      if (layer >= c.first_layer && layer < c.end_layer) return s;
+    }
+  }
+  return -1;
+}
+
+int Plan::LayerTp(int layer) const {
+  if (static_cast<size_t>(layer) < layers.size() && layers[static_cast<size_t>(layer)].tp > 0) {
+    return layers[static_cast<size_t>(layer)].tp;
+  }
+  const int s = StageOfLayer(layer);
+  return s < 0 ? 1 : tp(s);
+}
+
+LayerPrecision Plan::LayerBits(int layer) const {
+  if (static_cast<size_t>(layer) < layers.size()) return layers[static_cast<size_t>(layer)].precision;
+  return {};
+}
+
+ExpertPlacement Plan::PlacementOf(int layer, std::int64_t num_experts) const {
+  if (auto it = experts.placement.find(layer); it != experts.placement.end()) return it->second;
+  ExpertPlacement p;
+  const int degree = std::max(1, experts.degree);
+  for (std::int64_t e = 0; e < num_experts; ++e) p.owner.push_back(static_cast<int>(e % degree));
+  p.replicas.assign(static_cast<size_t>(num_experts), {});
+  return p;
+}
+
+std::optional<Plan::Grid> Plan::Uniform() const {
+  if (stages.empty() || stages.front().replicas.empty()) return std::nullopt;
+  Grid g;
+  g.tp = stages.front().tp;
+  g.pp = pp();
+  g.dp = stages.front().dp();
+  g.micro_batches = stages.front().replicas.front().micro_batches;
+  for (const Stage& st : stages) {
+    if (st.tp != g.tp || st.dp() != g.dp) return std::nullopt;
+    for (const StageReplica& r : st.replicas) {
+      if (r.micro_batches != g.micro_batches) return std::nullopt;
+    }
+  }
+  return g;
+}
+
 absl::Status Plan::Validate(int num_layers, const Cluster& cluster) const {
-  if (tp < 1 || pp < 1 || dp < 1 || virtual_stages < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan degrees must be positive (tp ", tp, ", pp ", pp, ", dp ", dp, ", virtual stages ",
-                     virtual_stages, ")"));
+  if (stages.empty()) return absl::InvalidArgumentError("plan has no stages");
+  if (micro_batch < 1) return absl::InvalidArgumentError(absl::StrCat("plan has micro-batch size ", micro_batch, "; it must be >= 1"));
+  const int p = pp(), v = virtual_stages();
+  if (v < 1) return absl::InvalidArgumentError("stage 0 has no model chunk");
+  std::set<DeviceId> seen;
+  std::int64_t total = -1;
+  for (int s = 0; s < p; ++s) {
+    const Stage& st = stages[static_cast<size_t>(s)];
+    const std::string where = absl::StrCat("stage ", s);
+    if (static_cast<int>(st.chunks.size()) != v) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " has ", st.chunks.size(), " model chunks; stage 0 has ", v));
+    }
+    if (st.tp < 1) return absl::InvalidArgumentError(absl::StrCat(where, ": tensor-parallel degree ", st.tp, " must be >= 1"));
+    if (st.replicas.empty()) return absl::InvalidArgumentError(absl::StrCat(where, " has no data-parallel replica"));
+    std::int64_t mbs = 0;
+    for (size_t r = 0; r < st.replicas.size(); ++r) {
+      const StageReplica& rep = st.replicas[r];
+      if (static_cast<int>(rep.devices.size()) != st.tp) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ", replica ", r, " has ", rep.devices.size(),
+                                                       " devices for tensor-parallel degree ", st.tp));
+      }
+      if (rep.micro_batches < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ", replica ", r, " runs ", rep.micro_batches,
+                                                       " micro-batches; at least 1 expected"));
+      }
+      mbs += rep.micro_batches;
+      for (DeviceId d : rep.devices) {
+        if (d < 0 || d >= cluster.num_devices()) {
+          return absl::InvalidArgumentError(absl::StrCat(where, ", replica ", r, " names device ", d, ", outside cluster '",
+                                                         cluster.name(), "' of ", cluster.num_devices(), " devices"));
+        }
+        if (!seen.insert(d).second) {
+          return absl::InvalidArgumentError(absl::StrCat("device ", d, " is used twice (again by ", where, ", replica ", r, ")"));
+        }
+        if (!st.device_type.empty() && cluster.spec_of(d).name != st.device_type) {
+          return absl::InvalidArgumentError(absl::StrCat(where, " is for '", st.device_type, "' devices, but device ", d,
+                                                         " is a '", cluster.spec_of(d).name, "'"));
+        }
+      }
+    }
+    if (total >= 0 && mbs != total) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " runs ", mbs, " micro-batches per iteration over its replicas; stage 0 runs ",
+                                                     total));
+    }
+    total = mbs;
   }
-  if (micro_batch < 1 || micro_batches < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("plan has micro-batch size ", micro_batch, " and count ",
-                                                   micro_batches, "; both must be >= 1"));
-  }
-  const size_t chunks = static_cast<size_t>(pp) * static_cast<size_t>(virtual_stages);
-  if (stages.size() != chunks) {
-    return absl::InvalidArgumentError(absl::StrCat("plan has ", stages.size(), " stage entries; pp x virtual stages = ",
-                                                   chunks));
-  }
+  // Chunks cover the layers in global chunk order.
   int next = 0;
-  for (size_t i = 0; i < stages.size(); ++i) {
-    const StageSpec& st = stages[i];
+  const std::vector<StageSpec> all = Chunks();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const StageSpec& st = all[i];
     if (st.first_layer != next || st.end_layer <= st.first_layer) {
-      return absl::InvalidArgumentError(absl::StrCat("stage entry ", i, " covers layers [", st.first_layer, ", ",
-                                                     st.end_layer, "); expected a non-empty range starting at ",
-                                                     next));
+      return absl::InvalidArgumentError(absl::StrCat("stage ", i % static_cast<size_t>(p), ", chunk ", i / static_cast<size_t>(p),
+                                                     " covers layers [", st.first_layer, ", ", st.end_layer,
+                                                     "); expected a non-empty range starting at ", next));
     }
     if (st.recompute_layers < 0 || st.recompute_layers > st.end_layer - st.first_layer) {
-      return absl::InvalidArgumentError(absl::StrCat("stage entry ", i, " recomputes ", st.recompute_layers,
-                                                     " of its ", st.end_layer - st.first_layer, " layers"));
+      return absl::InvalidArgumentError(absl::StrCat("stage ", i % static_cast<size_t>(p), ", chunk ", i / static_cast<size_t>(p),
+                                                     " recomputes ", st.recompute_layers, " of its ",
+                                                     st.end_layer - st.first_layer, " layers"));
     }
     next = st.end_layer;
   }
   if (next != num_layers) {
     return absl::InvalidArgumentError(absl::StrCat("stages cover ", next, " of the model's ", num_layers, " layers"));
   }
-  if (!layer_tp.empty() && layer_tp.size() != static_cast<size_t>(num_layers)) {
-    return absl::InvalidArgumentError(absl::StrCat("per-layer TP degrees given for ", layer_tp.size(), " of ",
-                                                   num_layers, " layers"));
+  if (!layers.empty()) {
+    if (layers.size() != static_cast<size_t>(num_layers)) {
+      return absl::InvalidArgumentError(absl::StrCat("per-layer settings given for ", layers.size(), " of ", num_layers, " layers"));
+    }
+    for (int l = 0; l < num_layers; ++l) {
+      const LayerSetting& ls = layers[static_cast<size_t>(l)];
+      const int stage_tp = tp(StageOfLayer(l));
+      if (ls.tp < 0 || (ls.tp > 0 && stage_tp % ls.tp != 0)) {
+        return absl::InvalidArgumentError(absl::StrCat("layer ", l, ": tensor-parallel degree ", ls.tp,
+                                                       " does not divide its stage's ", stage_tp, " devices"));
+      }
+      for (int bits : {ls.precision.weight_bits, ls.precision.activation_bits, ls.precision.gradient_bits}) {
+        if (bits != 0 && bits != 4 && bits != 8 && bits != 16 && bits != 32) {
+          return absl::InvalidArgumentError(absl::StrCat("layer ", l, ": ", bits, " bits; expected 0 (the run's), 4, 8, 16 or 32"));
+        }
+      }
+    }
   }
-  if (device_map.size() != static_cast<size_t>(num_devices())) {
-    return absl::InvalidArgumentError(absl::StrCat("device map has ", device_map.size(), " entries; tp x pp x dp = ",
-                                                   num_devices()));
+  const int ep = experts.degree;
+  if (ep < 1) return absl::InvalidArgumentError(absl::StrCat("expert-parallel degree ", ep, " must be >= 1"));
+  for (int s = 0; s < p && ep > 1; ++s) {
+    if (dp(s) % ep != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("expert-parallel degree ", ep, " does not divide stage ", s, "'s ",
+                                                     dp(s), " data-parallel replicas"));
+    }
   }
-  if (num_devices() > cluster.num_devices()) {
-    return absl::InvalidArgumentError(absl::StrCat("plan needs ", num_devices(), " devices; cluster '", cluster.name(),
-                                                   "' has ", cluster.num_devices()));
-  }
-  std::set<DeviceId> seen;
-  for (DeviceId d : device_map) {
-    if (d < 0 || d >= cluster.num_devices() || !seen.insert(d).second) {
-      return absl::InvalidArgumentError(absl::StrCat("device map names device ", d,
-                                                     " twice or outside the cluster"));
+  for (const auto& [layer, pl] : experts.placement) {
+    if (layer < 0 || layer >= num_layers) return absl::InvalidArgumentError(absl::StrCat("expert placement for layer ", layer, ", outside the model"));
+    if (pl.replicas.size() != pl.owner.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("layer ", layer, ": expert placement lists ", pl.owner.size(), " owners and ",
+                                                     pl.replicas.size(), " replica lists"));
+    }
+    for (size_t e = 0; e < pl.owner.size(); ++e) {
+      auto bad = [&](int rank) { return rank < 0 || rank >= ep; };
+      if (bad(pl.owner[e])) {
+        return absl::InvalidArgumentError(absl::StrCat("layer ", layer, ", expert ", e, ": owner rank ", pl.owner[e],
+                                                       " outside the expert-parallel group of ", ep));
+      }
+      for (int r : pl.replicas[e]) {
+        if (bad(r) || r == pl.owner[e]) {
+          return absl::InvalidArgumentError(absl::StrCat("layer ", layer, ", expert ", e, ": replica rank ", r,
+                                                         " is outside the group of ", ep, " or its owner"));
+        }
+      }
     }
   }
   return absl::OkStatus();
@@ -109,6 +263,34 @@ std::vector<StageSpec> UniformStages(int num_layers, int parts) {
     next += n;
   }
   return out;
+}
+
+Plan GridPlan(const GridSpec& g) {
+  Plan plan;
+  plan.micro_batch = g.micro_batch;
+  plan.recompute = g.recompute;
+  plan.sequence_parallel = g.sequence_parallel;
+  plan.zero_stage = g.zero_stage;
+  const std::vector<DeviceId> map = g.device_map.empty() ? DefaultDeviceMap(g.tp, g.pp, g.dp) : g.device_map;
+  plan.stages.resize(static_cast<size_t>(std::max(0, g.pp)));
+  for (int s = 0; s < g.pp; ++s) {
+    Stage& st = plan.stages[static_cast<size_t>(s)];
+    st.tp = g.tp;
+    for (int c = 0; c < g.virtual_stages; ++c) {
+      const size_t i = static_cast<size_t>(c * g.pp + s);
+      st.chunks.push_back(i < g.chunks.size() ? g.chunks[i] : StageSpec{});
+    }
+    for (int d = 0; d < g.dp; ++d) {
+      StageReplica r;
+      r.micro_batches = g.micro_batches;
+      for (int t = 0; t < g.tp; ++t) {
+        const size_t i = static_cast<size_t>((d * g.pp + s) * g.tp + t);
+        r.devices.push_back(i < map.size() ? map[i] : -1);
+      }
+      st.replicas.push_back(std::move(r));
+    }
+  }
+  return plan;
 }
 
 }  // namespace testbed

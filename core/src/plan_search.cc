@@ -88,8 +88,10 @@ std::vector<int> MinMaxPartition(const std::vector<double>& weights, int parts) 
 }
 
 void ApplyRecompute(Plan& plan) {
-  for (StageSpec& st : plan.stages) {
-    st.recompute_layers = plan.recompute == RecomputeMode::kFull ? st.end_layer - st.first_layer : 0;
+  for (Stage& stage : plan.stages) {
+    for (StageSpec& st : stage.chunks) {
+      st.recompute_layers = plan.recompute == RecomputeMode::kFull ? st.end_layer - st.first_layer : 0;
+    }
   }
 }
 
@@ -113,21 +115,22 @@ absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx, int tp, int pp, int dp
       return absl::InvalidArgumentError(absl::StrCat("tp ", tp, " does not divide the model's ", l.heads, " heads"));
     }
   }
-  Plan plan;
-  plan.tp = tp;
-  plan.pp = pp;
-  plan.dp = dp;
-  plan.virtual_stages = chunks;
-  plan.micro_batch = micro_batch;
+  GridSpec g;
+  g.tp = tp;
+  g.pp = pp;
+  g.dp = dp;
+  g.virtual_stages = chunks;
+  g.micro_batch = micro_batch;
   TrainSettings train = ctx.train;
   train.micro_batch = micro_batch;
-  TESTBED_ASSIGN_OR_RETURN(plan.micro_batches, MicroBatchesPerReplica(train, dp));
-  plan.recompute = recompute;
-  plan.sequence_parallel = ctx.parallel.sequence_parallel && tp > 1;
-  plan.zero_stage = ctx.parallel.zero_stage;
-  TESTBED_ASSIGN_OR_RETURN(plan.stages, rule(pp, chunks));
+  TESTBED_ASSIGN_OR_RETURN(g.micro_batches, MicroBatchesPerReplica(train, dp));
+  g.recompute = recompute;
+  g.sequence_parallel = ctx.parallel.sequence_parallel && tp > 1;
+  g.zero_stage = ctx.parallel.zero_stage;
+  TESTBED_ASSIGN_OR_RETURN(g.chunks, rule(pp, chunks));
+  Plan plan = GridPlan(g);
+  plan.experts.degree = std::max(1, ctx.parallel.ep);
   ApplyRecompute(plan);
-  plan.device_map = DefaultDeviceMap(tp, pp, dp);
   return plan;
 }
 
@@ -156,14 +159,15 @@ namespace {
 
 absl::StatusOr<MetricSet> EstimateOneFOneB(const PlanningContext& ctx, const Plan& plan) {
   double slowest = 0;
-  for (int s = 0; s < plan.pp; ++s) {
+  for (int s = 0; s < plan.pp(); ++s) {
     const DeviceSpec& dev = ctx.cluster.spec_of(plan.DeviceOf(0, s, 0));
     double t = 0;
-    for (int c = 0; c < plan.virtual_stages; ++c) {
+    for (int c = 0; c < plan.virtual_stages(); ++c) {
       const StageSpec& st = plan.Chunk(s, c);
       for (int l = st.first_layer; l < st.end_layer; ++l) {
-        LayerWork w{&ctx.model.layers[static_cast<size_t>(l)], Phase::kForward, plan.micro_batch, plan.tp,
-                    plan.sequence_parallel, ctx.train.precision, 1.0, false};
+        LayerWork w{&ctx.model.layers[static_cast<size_t>(l)], Phase::kForward, plan.micro_batch, plan.LayerTp(l),
+                    plan.sequence_parallel, PrecisionOfBits(plan.LayerBits(l).activation_bits, ctx.train.precision),
+                    1.0, false};
         TESTBED_ASSIGN_OR_RETURN(double f, ctx.device_model.LayerTime(w, dev));
         w.phase = Phase::kBackward;
         w.selective_recompute = plan.recompute == RecomputeMode::kSelective;
@@ -173,12 +177,15 @@ absl::StatusOr<MetricSet> EstimateOneFOneB(const PlanningContext& ctx, const Pla
     }
     slowest = std::max(slowest, t);
   }
-  const double time = static_cast<double>(plan.micro_batches + plan.pp - 1) * slowest;
+  std::int64_t most = 0;  // micro-batches of the busiest replica
+  for (const Stage& st : plan.stages) {
+    for (const StageReplica& r : st.replicas) most = std::max(most, r.micro_batches);
+  }
+  const double time = static_cast<double>(most + plan.pp() - 1) * slowest;
   MetricSet m;
   m.Add("iteration_time_s", time, "s", Better::kLower);
-  m.Add("throughput_samples_per_s",
-        static_cast<double>(plan.dp * plan.micro_batches * plan.micro_batch) / std::max(time, 1e-30), "samples/s",
-        Better::kHigher);
+  m.Add("throughput_samples_per_s", static_cast<double>(plan.SamplesPerIteration()) / std::max(time, 1e-30),
+        "samples/s", Better::kHigher);
   return m;
 }
 
@@ -188,15 +195,16 @@ namespace {
 // micro-batch's activations), to skip candidates that cannot fit without simulating them.
 bool CannotFit(const PlanningContext& ctx, const Plan& plan) {
   const bool selective = plan.recompute == RecomputeMode::kSelective;
-  for (int s = 0; s < plan.pp; ++s) {
+  for (int s = 0; s < plan.pp(); ++s) {
     double need = StaticBytes(StageParams(plan, ctx.model, s), ctx.train.precision, ctx.train.optimizer,
-                              plan.zero_stage, plan.dp).total();
+                              plan.zero_stage, plan.dp(s)).total();
     const StageSpec& st = plan.Chunk(s, 0);
     for (int l = st.first_layer; l < st.end_layer; ++l) {
       const Layer& layer = ctx.model.layers[static_cast<size_t>(l)];
+      const int tp = plan.LayerTp(l);
       need += l - st.first_layer < st.recompute_layers
-                  ? CheckpointBytes(layer, static_cast<double>(plan.micro_batch), plan.tp, plan.sequence_parallel)
-                  : ActivationBytes(layer, static_cast<double>(plan.micro_batch), plan.tp, plan.sequence_parallel,
+                  ? CheckpointBytes(layer, static_cast<double>(plan.micro_batch), tp, plan.sequence_parallel)
+                  : ActivationBytes(layer, static_cast<double>(plan.micro_batch), tp, plan.sequence_parallel,
                                     selective);
     }
     if (need > static_cast<double>(ctx.cluster.spec_of(plan.DeviceOf(0, s, 0)).memory_bytes)) return true;

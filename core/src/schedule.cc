@@ -1,14 +1,28 @@
 #include "testbed/schedule.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
+#include <queue>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace testbed {
+
+const char* TaskKindName(TaskKind kind) noexcept {
+  switch (kind) {
+    case TaskKind::kCompute: return "compute";
+    case TaskKind::kKernel: return "kernel";
+    case TaskKind::kSend: return "send";
+    case TaskKind::kRecv: return "recv";
+    case TaskKind::kCollective: return "collective";
+    case TaskKind::kCopy: return "copy";
+  }
+  return "?";
+}
 
 const char* CollectiveOpName(CollectiveOp op) noexcept {
   switch (op) {
@@ -18,14 +32,101 @@ const char* CollectiveOpName(CollectiveOp op) noexcept {
     case CollectiveOp::kAllToAll: return "alltoall";
     case CollectiveOp::kBroadcast: return "broadcast";
     case CollectiveOp::kReduce: return "reduce";
+    case CollectiveOp::kAllToAllV: return "alltoallv";
   }
   return "?";
+}
+
+const char* KernelOpName(KernelOp op) noexcept {
+  switch (op) {
+    case KernelOp::kOptimizerStep: return "optimizer step";
+    case KernelOp::kEncode: return "encode";
+    case KernelOp::kDecode: return "decode";
+  }
+  return "?";
+}
+
+namespace streams {
+const char* Name(int s) noexcept {
+  switch (s) {
+    case kCompute: return "compute";
+    case kTensorComm: return "tp-comm";
+    case kPipelineComm: return "pp-send";
+    case kDataComm: return "dp-comm";
+    case kPipelineRecv: return "pp-recv";
+    case kHostCopy: return "host-copy";
+    case kExpertComm: return "ep-comm";
+    default: return "stream";
+  }
+}
+}  // namespace streams
+
+namespace {
+
+std::size_t Mix(std::size_t h, std::uint64_t v) noexcept {
+  return h ^ (static_cast<std::size_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+}
+std::uint64_t Bits(double d) noexcept {
+  std::uint64_t b;
+  std::memcpy(&b, &d, sizeof b);
+  return b;
+}
+
+std::size_t HashOf(const ComputeWork& w) noexcept {
+  std::size_t h = 0;
+  for (std::uint64_t v : {static_cast<std::uint64_t>(w.first_layer), static_cast<std::uint64_t>(w.end_layer),
+                          static_cast<std::uint64_t>(w.micro_batch), Bits(static_cast<double>(w.fraction)),
+                          static_cast<std::uint64_t>(w.tp), static_cast<std::uint64_t>(w.precision),
+                          static_cast<std::uint64_t>(w.sequence_parallel), static_cast<std::uint64_t>(w.selective_recompute),
+                          static_cast<std::uint64_t>(w.part), Bits(w.expert_tokens), Bits(w.activation_bytes),
+                          Bits(w.checkpoint_bytes)}) {
+    h = Mix(h, v);
+  }
+  return h;
+}
+std::size_t HashOf(const KernelWork& w) noexcept {
+  return Mix(Mix(Mix(static_cast<std::size_t>(w.op), Bits(w.flops)), Bits(w.bytes)), static_cast<std::uint64_t>(w.precision));
+}
+std::size_t HashOf(const AllToAllVWork& w) noexcept {
+  std::size_t h = w.bytes.size();
+  for (std::int64_t b : w.bytes) h = Mix(h, static_cast<std::uint64_t>(b));
+  return h;
+}
+std::size_t HashOf(const CopyWork& w) noexcept {
+  return Mix(static_cast<std::size_t>(w.to_device), static_cast<std::uint64_t>(w.host + 1));
+}
+
+}  // namespace
+
+template <typename W>
+std::int32_t Schedule::Intern(std::vector<W>& table, std::unordered_map<std::size_t, std::vector<std::int32_t>>& index,
+                              std::size_t hash, const W& w) {
+  auto& bucket = index[hash];
+  for (std::int32_t i : bucket) {
+    if (table[static_cast<size_t>(i)] == w) return i;
+  }
+  table.push_back(w);
+  bucket.push_back(static_cast<std::int32_t>(table.size() - 1));
+  return bucket.back();
+}
+
+std::int32_t Schedule::AddWork(const ComputeWork& w) { return Intern(compute_, compute_index_, HashOf(w), w); }
+std::int32_t Schedule::AddWork(const KernelWork& w) { return Intern(kernel_, kernel_index_, HashOf(w), w); }
+std::int32_t Schedule::AddWork(const AllToAllVWork& w) { return Intern(alltoallv_, alltoallv_index_, HashOf(w), w); }
+std::int32_t Schedule::AddWork(const CopyWork& w) { return Intern(copy_, copy_index_, HashOf(w), w); }
+
+void Schedule::SetStaticBytes(DeviceId device, double bytes) {
+  if (device < 0) return;
+  if (static_cast<size_t>(device) >= static_bytes_.size()) static_bytes_.resize(static_cast<size_t>(device) + 1, 0.0);
+  static_bytes_[static_cast<size_t>(device)] = bytes;
 }
 
 TaskId Schedule::Add(const Task& task, const std::vector<TaskId>& deps) {
   Compact();
   const TaskId id = static_cast<TaskId>(tasks_.size());
   tasks_.push_back(task);
+  iterations_ = std::max(iterations_, task.iteration + 1);
+  streams_used_ = std::max(streams_used_, static_cast<int>(task.stream) + 1);
   deps_.insert(deps_.end(), deps.begin(), deps.end());
   dep_begin_.push_back(static_cast<std::int64_t>(deps_.size()));
   auto append = [&](DeviceId d) {
@@ -99,7 +200,8 @@ std::span<const DeviceId> Schedule::DevicesOf(TaskId id) const {
 std::string Schedule::Describe(TaskId id) const {
   if (id < 0 || static_cast<size_t>(id) >= tasks_.size()) return absl::StrCat("task ", id, " (no such task)");
   const Task& t = task(id);
-  const std::string where = absl::StrFormat("mb%d stage%d.%d", t.micro_batch, t.stage, t.chunk);
+  const std::string where = t.iteration > 0 ? absl::StrFormat("it%d mb%d stage%d.%d", t.iteration, t.micro_batch, t.stage, t.chunk)
+                                            : absl::StrFormat("mb%d stage%d.%d", t.micro_batch, t.stage, t.chunk);
   const char* what = t.phase == Phase::kForward ? "activation" : "gradient";
   switch (t.kind) {
     case TaskKind::kCompute: {
@@ -109,13 +211,28 @@ std::string Schedule::Describe(TaskId id) const {
         on = absl::StrCat("devices {", g.size() <= 8 ? absl::StrJoin(g, ",") : absl::StrCat(g.front(), ",...,", g.back()),
                           "}");
       }
-      return absl::StrFormat("task %d: %s%s %s layers [%d,%d)%s on %s", id, PhaseName(t.phase),
-                             t.checkpoint ? " (checkpointed)" : "", where, t.first_layer, t.end_layer,
+      std::string part;
+      if (t.work >= 0 && static_cast<size_t>(t.work) < compute_.size() &&
+          compute_[static_cast<size_t>(t.work)].part != LayerPart::kWhole) {
+        part = absl::StrCat(" (", LayerPartName(compute_[static_cast<size_t>(t.work)].part), ")");
+      }
+      return absl::StrFormat("task %d: %s%s %s layers [%d,%d)%s%s on %s", id, PhaseName(t.phase),
+                             t.checkpoint ? " (checkpointed)" : "", where, t.first_layer, t.end_layer, part,
                              t.fraction < 1.0f ? absl::StrFormat(" x%.3g", t.fraction) : "", on);
     }
-    case TaskKind::kKernel:
-      return absl::StrFormat("task %d: kernel (%.3g GFLOP, %.3g GB) on device %d", id, t.flops / 1e9,
-                             t.kernel_bytes / 1e9, t.device);
+    case TaskKind::kKernel: {
+      if (t.work < 0 || static_cast<size_t>(t.work) >= kernel_.size()) {
+        return absl::StrFormat("task %d: kernel (no work entry) on device %d", id, t.device);
+      }
+      const KernelWork& k = kernel_[static_cast<size_t>(t.work)];
+      return absl::StrFormat("task %d: kernel %s (%.3g GFLOP, %.3g GB) on device %d", id, KernelOpName(k.op),
+                             k.flops / 1e9, k.bytes / 1e9, t.device);
+    }
+    case TaskKind::kCopy: {
+      const bool in = t.work < 0 || static_cast<size_t>(t.work) >= copy_.size() || copy_[static_cast<size_t>(t.work)].to_device;
+      return absl::StrFormat("task %d: copy %.3g MiB %s device %d (%s)", id, static_cast<double>(t.bytes) / 1048576.0,
+                             in ? "from host to" : "to host from", t.device, where);
+    }
     case TaskKind::kSend:
       return absl::StrFormat("task %d: send %s %s from device %d to %d", id, what, where, t.device, t.peer);
     case TaskKind::kRecv:
@@ -131,6 +248,45 @@ std::string Schedule::Describe(TaskId id) const {
     }
   }
   return absl::StrCat("task ", id);
+}
+
+absl::StatusOr<std::vector<TaskId>> Schedule::ExecutionOrder() const {
+  const size_t n = tasks_.size();
+  std::vector<std::int32_t> indeg(n, 0);
+  std::vector<std::vector<TaskId>> out(n);
+  for (TaskId i = 0; i < static_cast<TaskId>(n); ++i) {
+    for (TaskId d : deps(i)) {
+      out[static_cast<size_t>(d)].push_back(i);
+      ++indeg[static_cast<size_t>(i)];
+    }
+  }
+  for (const auto& streams : order_) {
+    for (const auto& list : streams) {
+      for (size_t k = 1; k < list.size(); ++k) {
+        out[static_cast<size_t>(list[k - 1])].push_back(list[k]);
+        ++indeg[static_cast<size_t>(list[k])];
+      }
+    }
+  }
+  std::priority_queue<TaskId, std::vector<TaskId>, std::greater<>> ready;
+  for (TaskId i = 0; i < static_cast<TaskId>(n); ++i) {
+    if (indeg[static_cast<size_t>(i)] == 0) ready.push(i);
+  }
+  std::vector<TaskId> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    const TaskId u = ready.top();
+    ready.pop();
+    order.push_back(u);
+    for (TaskId v : out[static_cast<size_t>(u)]) {
+      if (--indeg[static_cast<size_t>(v)] == 0) ready.push(v);
+    }
+  }
+  if (order.size() != n) {
+    return absl::FailedPreconditionError(absl::StrCat("the schedule has a cycle through ", n - order.size(),
+                                                      " tasks' dependencies and stream order"));
+  }
+  return order;
 }
 
 absl::Status Schedule::Check() const {
@@ -151,6 +307,21 @@ absl::Status Schedule::Check() const {
       }
     } else if (t.device < 0 || t.device >= num_devices()) {
       problem(absl::StrCat(Describe(i), " has no device"));
+    }
+    auto has_work = [&](size_t table) { return t.work >= 0 && static_cast<size_t>(t.work) < table; };
+    if (t.kind == TaskKind::kCompute && !has_work(compute_.size())) problem(absl::StrCat(Describe(i), " has no compute work entry"));
+    if (t.kind == TaskKind::kKernel && !has_work(kernel_.size())) problem(absl::StrCat(Describe(i), " has no kernel work entry"));
+    if (t.kind == TaskKind::kCopy && !has_work(copy_.size())) problem(absl::StrCat(Describe(i), " has no copy work entry"));
+    if (t.kind == TaskKind::kCollective && t.op == CollectiveOp::kAllToAllV) {
+      if (!has_work(alltoallv_.size())) {
+        problem(absl::StrCat(Describe(i), " has no all-to-all-v sizes"));
+      } else if (t.group >= 0 && static_cast<size_t>(t.group) < groups_.size()) {
+        const size_t n = groups_[static_cast<size_t>(t.group)].size();
+        if (alltoallv_[static_cast<size_t>(t.work)].bytes.size() != n * n) {
+          problem(absl::StrCat(Describe(i), " lists ", alltoallv_[static_cast<size_t>(t.work)].bytes.size(),
+                               " sizes for a group of ", n, " (n x n expected)"));
+        }
+      }
     }
     if (t.kind == TaskKind::kRecv) {
       if (t.match < 0 || t.match >= n || tasks_[static_cast<size_t>(t.match)].kind != TaskKind::kSend) {

@@ -237,7 +237,7 @@ TEST(PluginLoaderTest, InstancesOutliveLoaderAndRegistry) {
   ParallelSettings par;
   auto plan = part->Partition(PlanningContext{model, cluster, train, par, dm, 1, {}});
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->stages.at(0).recompute_layers, 1);
+  EXPECT_EQ(plan->Chunk(0, 0).recompute_layers, 1);
   part.reset();
 }
 

@@ -16,12 +16,8 @@ constexpr double kBw = 10e9, kLinkLat = 1e-6, kAlpha = 2 * kLinkLat;
 
 SimResult SimulateSchedule(const Schedule& s, const Cluster& cluster, const Collective& coll) {
   const ModelGraph model = Gpt(1);
-  Plan plan;
-  plan.device_map = {0};
-  plan.stages = {StageSpec{0, static_cast<int>(model.layers.size()), 0}};
-  TrainSettings train;
   ConstantDeviceModel dm(0);
-  SimInputs in{model, cluster, plan, train, dm, coll};
+  SimInputs in{model, cluster, dm, coll};
   auto r = Simulate(s, in, SimOptions{});
   EXPECT_TRUE(r.ok()) << r.status();
   return *r;

@@ -76,12 +76,12 @@ TEST(Memory, SimulatedPeakEqualsStaticPlusHeldActivations) {
   SchedulingContext ctx{model, cluster, plan, train, dm};
   auto s = ExpandPipeline(ctx, OneFOneBProgram(2, 4), ExpandOptions{});
   ASSERT_TRUE(s.ok());
-  SimInputs in{model, cluster, plan, train, dm, ring};
+  SimInputs in{model, cluster, dm, ring};
   auto r = Simulate(*s, in, SimOptions{true, true});
   ASSERT_TRUE(r.ok()) << r.status();
   for (int stage = 0; stage < 2; ++stage) {
     double act = 0;
-    const StageSpec& st = plan.stages[static_cast<size_t>(stage)];
+    const StageSpec& st = plan.Chunk(stage, 0);
     for (int l = st.first_layer; l < st.end_layer; ++l) {
       act += ActivationBytes(model.layers[static_cast<size_t>(l)], 2, 1, false, false);
     }
@@ -96,7 +96,9 @@ TEST(Memory, FullRecomputationKeepsOnlyCheckpointsBetweenForwardAndBackward) {
   const ModelGraph model = Gpt(4, 512, 256);
   Plan plan = UniformPlan(model, 1, 1, 1, 1, 4, 2);
   plan.recompute = RecomputeMode::kFull;
-  for (StageSpec& st : plan.stages) st.recompute_layers = st.end_layer - st.first_layer;
+  for (Stage& stage : plan.stages) {
+    for (StageSpec& st : stage.chunks) st.recompute_layers = st.end_layer - st.first_layer;
+  }
   const Cluster cluster = StarCluster(1, 1e10, 1e-6);
   TrainSettings train;
   ConstantDeviceModel dm(1e-3);
@@ -104,7 +106,7 @@ TEST(Memory, FullRecomputationKeepsOnlyCheckpointsBetweenForwardAndBackward) {
   SchedulingContext ctx{model, cluster, plan, train, dm};
   auto s = ExpandPipeline(ctx, GPipeProgram(1, 4), ExpandOptions{});
   ASSERT_TRUE(s.ok());
-  SimInputs in{model, cluster, plan, train, dm, ring};
+  SimInputs in{model, cluster, dm, ring};
   auto r = Simulate(*s, in, SimOptions{false, true});
   ASSERT_TRUE(r.ok()) << r.status();
   double act = 0, ckpt = 0;

@@ -31,7 +31,7 @@ Outcome SimulateProgram(const ModelGraph& model, const Plan& plan, const Pipelin
   EXPECT_TRUE(schedule->Check().ok()) << schedule->Check();
   SimOptions opt;
   opt.free_communication = free_comm;
-  SimInputs in{model, cluster, plan, train, dm, ring};
+  SimInputs in{model, cluster, dm, ring};
   auto r = Simulate(*schedule, in, opt);
   EXPECT_TRUE(r.ok()) << r.status();
   return {*r, plan};

@@ -17,7 +17,6 @@ constexpr double kLayer = 1e-3;
 SimResult SimulateTasks(const std::vector<int>& layers, int cores, bool second = false) {
   const ModelGraph model = Gpt(4);
   const int devices = static_cast<int>(layers.size());
-  const Plan plan = UniformPlan(model, 1, 1, devices, 1, 1);
   const Cluster cluster = StarCluster(devices, 1e10, 1e-6);
   Schedule s(devices);
   for (int d = 0; d < devices; ++d) {
@@ -28,19 +27,24 @@ SimResult SimulateTasks(const std::vector<int>& layers, int cores, bool second =
     t.micro_batch = 0;
     t.first_layer = 1;  // layer 0 is the embedding (free in this device model)
     t.end_layer = 1 + layers[static_cast<size_t>(d)];
+    ComputeWork w;
+    w.first_layer = t.first_layer;
+    w.end_layer = t.end_layer;
+    t.work = s.AddWork(w);
     s.Add(t);
     if (second && d == 0) {
       t.first_layer = 1;
       t.end_layer = 2;
       t.micro_batch = 1;
+      w.end_layer = 2;
+      t.work = s.AddWork(w);
       s.Add(t);
     }
   }
   EXPECT_TRUE(s.Check().ok()) << s.Check();
-  TrainSettings train;
   ConstantDeviceModel dm(kLayer);
   collectives::Ring ring(collectives::CommTuning{});
-  SimInputs in{model, cluster, plan, train, dm, ring};
+  SimInputs in{model, cluster, dm, ring};
   SimOptions opt;
   opt.shared_cores = cores;
   auto r = Simulate(s, in, opt);

@@ -10,20 +10,25 @@
 namespace testbed::testing {
 namespace {
 
-Task Compute(DeviceId d, int mb) {
+// A forward of layer 1 on device d, its work entry in `s`.
+Task Compute(Schedule& s, DeviceId d, int mb) {
   Task t;
   t.kind = TaskKind::kCompute;
   t.device = d;
   t.micro_batch = mb;
   t.first_layer = 1;
   t.end_layer = 2;
+  ComputeWork w;
+  w.first_layer = 1;
+  w.end_layer = 2;
+  t.work = s.AddWork(w);
   return t;
 }
 
 TEST(ScheduleCheck, DependencyCycleIsNamed) {
   Schedule s(2);
-  const TaskId a = s.Add(Compute(0, 7));
-  const TaskId b = s.Add(Compute(1, 8), {a});
+  const TaskId a = s.Add(Compute(s, 0, 7));
+  const TaskId b = s.Add(Compute(s, 1, 8), {a});
   s.AddDep(a, b);
   const absl::Status st = s.Check();
   ASSERT_FALSE(st.ok());
@@ -36,10 +41,10 @@ TEST(ScheduleCheck, CycleThroughStreamOrder) {
   // Device 0 runs x then y; y's dependency z on device 1 waits for x2, which comes after
   // w on device 1, and w waits for y: x -> y -> w -> z? Built so the cycle needs stream order.
   Schedule s(2);
-  const TaskId first0 = s.Add(Compute(0, 1));
-  const TaskId first1 = s.Add(Compute(1, 2));
-  const TaskId second0 = s.Add(Compute(0, 3), {});
-  const TaskId second1 = s.Add(Compute(1, 4), {});
+  const TaskId first0 = s.Add(Compute(s, 0, 1));
+  const TaskId first1 = s.Add(Compute(s, 1, 2));
+  const TaskId second0 = s.Add(Compute(s, 0, 3), {});
+  const TaskId second1 = s.Add(Compute(s, 1, 4), {});
   s.AddDep(first0, second1);  // device 0's first task waits for device 1's second
   s.AddDep(first1, second0);  // and device 1's first for device 0's second
   EXPECT_FALSE(s.Check().ok());
@@ -71,19 +76,14 @@ TEST(ScheduleCheck, UnmatchedSendAndReceiveAreNamed) {
 
 TEST(ScheduleCheck, SimulatorReportsDeadlockWithTheBlockedTasks) {
   Schedule s(2);
-  const TaskId a = s.Add(Compute(0, 1));
-  const TaskId b = s.Add(Compute(1, 2), {a});
+  const TaskId a = s.Add(Compute(s, 0, 1));
+  const TaskId b = s.Add(Compute(s, 1, 2), {a});
   s.AddDep(a, b);
   const ModelGraph model = Gpt(1);
-  Plan plan;
-  plan.device_map = {0, 1};
-  plan.dp = 2;
-  plan.stages = {StageSpec{0, static_cast<int>(model.layers.size()), 0}};
-  TrainSettings train;
   ConstantDeviceModel dm(1e-3);
   collectives::Ring ring(collectives::CommTuning{});
   const Cluster cluster = StarCluster(2, 1e9, 1e-6);
-  SimInputs in{model, cluster, plan, train, dm, ring};
+  SimInputs in{model, cluster, dm, ring};
   auto r = Simulate(s, in, SimOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("deadlocked"), absl::string_view::npos) << r.status();

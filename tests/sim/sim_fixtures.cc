@@ -42,24 +42,23 @@ ModelGraph Gpt(int blocks, int hidden, int seq) {
 }
 
 Plan UniformPlan(const ModelGraph& model, int tp, int pp, int dp, int chunks, int micro_batches, int micro_batch) {
-  Plan p;
-  p.tp = tp;
-  p.pp = pp;
-  p.dp = dp;
-  p.virtual_stages = chunks;
-  p.micro_batch = micro_batch;
-  p.micro_batches = micro_batches;
+  GridSpec g;
+  g.tp = tp;
+  g.pp = pp;
+  g.dp = dp;
+  g.virtual_stages = chunks;
+  g.micro_batch = micro_batch;
+  g.micro_batches = micro_batches;
   const int parts = pp * chunks;
   const int blocks = model.NumBlocks();
-  p.stages = UniformStages(blocks, parts);
+  g.chunks = UniformStages(blocks, parts);
   // Block b is layers 1 + 2b and 2 + 2b; the embedding (0) and head (last) attach to the ends.
-  for (size_t i = 0; i < p.stages.size(); ++i) {
-    const int fb = p.stages[i].first_layer, eb = p.stages[i].end_layer;
-    p.stages[i].first_layer = i == 0 ? 0 : 1 + 2 * fb;
-    p.stages[i].end_layer = i + 1 == p.stages.size() ? static_cast<int>(model.layers.size()) : 1 + 2 * eb;
+  for (size_t i = 0; i < g.chunks.size(); ++i) {
+    const int fb = g.chunks[i].first_layer, eb = g.chunks[i].end_layer;
+    g.chunks[i].first_layer = i == 0 ? 0 : 1 + 2 * fb;
+    g.chunks[i].end_layer = i + 1 == g.chunks.size() ? static_cast<int>(model.layers.size()) : 1 + 2 * eb;
   }
-  p.device_map = DefaultDeviceMap(tp, pp, dp);
-  return p;
+  return GridPlan(g);
 }
 
 }  // namespace testbed::testing

@@ -54,6 +54,9 @@ struct NodeType {
   DeviceSpec device;
   int devices = 1;
   std::vector<std::string> hubs;
+  // Hubs that stand for host memory (CPU sockets): the ends of host-to-device copies. Empty:
+  // the hubs whose names start with "cpu".
+  std::vector<std::string> hosts;
   std::vector<std::string> nics;
   std::vector<LocalLink> links;  // full duplex
   LinkSpec nic_link;             // NIC to the inter-node fabric, per direction
@@ -94,6 +97,15 @@ class Cluster {
 
   // The directional links a transfer from a to b crosses, in order (empty when a == b).
   [[nodiscard]] std::vector<LinkId> Route(DeviceId a, DeviceId b) const;
+  // Host memory of a node (NodeType::hosts, in order): copies between a host and a device
+  // cross the node's links between the socket and the device (PCIe switches, the root
+  // complex), so they contend with NIC and peer traffic on the links they share.
+  [[nodiscard]] int NumHosts(int node) const;
+  // The host nearest to `device` (-1 when its node has none).
+  [[nodiscard]] int NearestHost(DeviceId device) const;
+  // The directional links of a copy between host `host` of the device's node (-1: the
+  // nearest) and `device`. Errors: InvalidArgument for a host the node does not have.
+  [[nodiscard]] absl::StatusOr<std::vector<LinkId>> HostRoute(DeviceId device, int host, bool to_device) const;
   // Sum of latencies and smallest bandwidth along Route(a, b).
   [[nodiscard]] double PathLatency(DeviceId a, DeviceId b) const;
   [[nodiscard]] double PathBandwidth(DeviceId a, DeviceId b) const;

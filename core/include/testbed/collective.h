@@ -5,10 +5,11 @@
 // Byte conventions (`bytes` argument): all-reduce, reduce, broadcast: the buffer each member
 // holds; all-gather: the gathered output (each member contributes bytes / n); reduce-scatter:
 // the input each member holds (each keeps bytes / n); all-to-all: what each member sends in
-// total (bytes / n to each peer).
+// total (bytes / n to each peer). An all-to-all-v gives bytes per (sender, receiver).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,19 @@ class Collective : public Component {
   // A point-to-point transfer of `bytes` from `src` to `dst`.
   [[nodiscard]] virtual absl::StatusOr<CommPlan> PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
                                                               const Cluster& cluster) const = 0;
+  // An all-to-all-v over `group`: bytes[i * n + j] from member i to member j (n = group size;
+  // the diagonal stays on its device and costs nothing). Errors as PlanCollective, and
+  // InvalidArgument when bytes does not hold n x n entries.
+  [[nodiscard]] virtual absl::StatusOr<CommPlan> PlanAllToAllV(const std::vector<DeviceId>& group,
+                                                               std::span<const std::int64_t> bytes,
+                                                               const Cluster& cluster) const = 0;
 };
+
+// A copy of `bytes` between host memory `host` (Cluster::hosts of the device's node; -1: the
+// device's nearest) and `device`, along Cluster::HostRoute: one phase whose latency is the
+// route's and whose links carry the bytes. Shared by every collective model, since a copy
+// has no algorithm to choose.
+[[nodiscard]] absl::StatusOr<CommPlan> HostCopyPlan(DeviceId device, int host, bool to_device, std::int64_t bytes,
+                                                    const Cluster& cluster);
 
 }  // namespace testbed

@@ -128,15 +128,15 @@ struct WireTransfer {
 
 // Work of one kernel (or a sequence of kernels) on one rank, float32 arithmetic: the simulator
 // prices it with DeviceModel::KernelTime(flops, bytes, Precision::kFp32, device).
-struct KernelWork {
+struct KernelCost {
   double flops = 0;
   double bytes = 0;  // bytes moved through device memory
 };
 
 struct CompressionCost {
   std::vector<WireTransfer> transfers;  // in the order the executor runs them
-  KernelWork encode;                    // per rank, before the exchange
-  KernelWork decode;                    // per rank, after it (all-gather: all ranks' payloads)
+  KernelCost encode;                    // per rank, before the exchange
+  KernelCost decode;                    // per rank, after it (all-gather: all ranks' payloads)
 
   [[nodiscard]] std::int64_t WireBytesPerRank() const noexcept {
     std::int64_t total = 0;

@@ -15,6 +15,12 @@ namespace testbed {
 enum class Phase { kForward, kBackward, kRecompute };
 [[nodiscard]] const char* PhaseName(Phase phase) noexcept;
 
+// The part of a layer a task runs. A MoE layer under expert parallelism runs as its gate
+// (norm, router, token permutation) on each rank, then its experts on the tokens each rank
+// received (LayerWork::expert_tokens).
+enum class LayerPart : std::uint8_t { kWhole, kMoeGate, kMoeExperts };
+[[nodiscard]] const char* LayerPartName(LayerPart part) noexcept;
+
 // The work of one layer on one device for one micro-batch.
 struct LayerWork {
   const Layer* layer = nullptr;
@@ -22,6 +28,7 @@ struct LayerWork {
   std::int64_t micro_batch = 1;  // sequences
   int tp = 1;                    // tensor-parallel degree the layer is split over
   bool sequence_parallel = false;
+  // Arithmetic precision; activations are stored at its width (int8: 1 byte, int4: half).
   Precision precision = Precision::kFp16;
   // Fraction of the micro-batch this task covers (sub-batches of Oases / Merak's
   // sub-pipelined TMP run a layer on half or a quarter of a micro-batch).
@@ -29,6 +36,10 @@ struct LayerWork {
   // Backward of an attention layer under selective recomputation: it first recomputes the
   // attention core (scores, softmax, dropout, context) whose activations were not kept.
   bool selective_recompute = false;
+  LayerPart part = LayerPart::kWhole;
+  // kMoeExperts: tokens this device's experts process (a token routed to k experts here
+  // counts k times); micro_batch and fraction are then ignored.
+  double expert_tokens = 0;
 };
 
 class DeviceModel : public Component {

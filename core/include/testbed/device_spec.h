@@ -11,12 +11,20 @@
 
 namespace testbed {
 
-enum class Precision { kFp32, kTf32, kFp16, kBf16, kFp8, kInt8 };
+enum class Precision { kFp32, kTf32, kFp16, kBf16, kFp8, kInt8, kInt4 };
 
 [[nodiscard]] const char* PrecisionName(Precision p) noexcept;
 [[nodiscard]] std::optional<Precision> PrecisionFromName(absl::string_view name) noexcept;
-// Storage size of one element (TF32 is stored as FP32).
+// Storage size of one element (TF32 is stored as FP32), rounded up to a whole byte.
 [[nodiscard]] int BytesPerElement(Precision p) noexcept;
+// Storage size of one element, exact (int4: 0.5).
+[[nodiscard]] double ElementBytes(Precision p) noexcept;
+// Bits per element of a precision (tf32: 32, as stored).
+[[nodiscard]] int PrecisionBits(Precision p) noexcept;
+// The precision a layer computes in at `bits` (32, 16, 8 or 4) when the run trains in `base`:
+// 32 is fp32, 16 the run's 16-bit format (fp16 unless the run is bf16), 8 int8, 4 int4;
+// 0 is `base` itself.
+[[nodiscard]] Precision PrecisionOfBits(int bits, Precision base) noexcept;
 
 struct DeviceSpec {
   std::string name;    // preset name, e.g. "rtx3090"

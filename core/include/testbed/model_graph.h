@@ -44,6 +44,7 @@ struct Layer {
   double fwd_flops_per_sample = 0.0;  // matrix-multiply FLOPs, forward
   double bwd_flops_per_sample = 0.0;  // backward (input and weight gradients): 2 x forward
   std::int64_t params = 0;            // parameter count held by this layer
+  std::int64_t expert_params = 0;     // MoE: parameters of one expert (included in params, x experts)
   // Bytes kept for backward per sample; split into the part that shrinks with tensor
   // parallelism (or sequence parallelism) and the attention-score part (5·a·s² bytes)
   // that selective recomputation drops.

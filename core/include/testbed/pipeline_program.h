@@ -1,12 +1,15 @@
 // Pipeline schedules as programs: per pipeline stage, the order of forward, backward and
-// recompute operations on (model chunk, micro-batch). Schedulers write programs (GPipe,
-// 1F1B, interleaved 1F1B, Merak's shifted critical path, AutoPipe's sliced start-up);
-// ExpandPipeline turns a program into the full task graph of a plan: every tensor-parallel
-// rank's compute, tensor-parallel collectives, stage-to-stage sends and receives, bucketed
-// gradient all-reduce overlapping the backward pass, and the optimizer step.
+// recompute operations on (model chunk, micro-batch), and where the optimizer steps. Schedulers
+// write programs (GPipe, 1F1B, interleaved 1F1B, PipeDream-2BW, Merak's shifted critical path,
+// AutoPipe's sliced start-up); ExpandPipeline turns a program into the full task graph of a
+// plan in passes (core/src/expand): compute with a hook per layer kind (tensor-parallel
+// collectives and sub-batches, per-layer degrees and resharding, MoE gate / all-to-all-v /
+// experts), stage-to-stage sends and receives, bucketed gradient synchronisation overlapping
+// the backward pass, and the optimizer step, for every iteration of the run.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -18,14 +21,17 @@
 namespace testbed {
 
 struct PipelineOp {
-  enum class Kind : std::uint8_t { kForward, kBackward, kRecompute };
+  enum class Kind : std::uint8_t { kForward, kBackward, kRecompute, kOptimizerStep };
   Kind kind = Kind::kForward;
   int chunk = 0;
-  int micro_batch = 0;
+  int micro_batch = 0;  // within its iteration
   // Forward only: whether this forward checkpoints the stage's recompute layers
   // (StageSpec::recompute_layers) and so needs a recompute before its backward; -1 follows
   // the plan (checkpoint whenever the stage recomputes).
   int checkpoint = -1;
+  // Programs spanning iterations: the iteration this op belongs to (kOptimizerStep: whose
+  // gradients it applies).
+  int iteration = 0;
 };
 
 struct PipelineProgram {
@@ -33,12 +39,23 @@ struct PipelineProgram {
   // Share of Plan::micro_batch samples in each micro-batch; empty means 1 for each. A slicer
   // that splits the first micro-batch into halves lists [0.5, 0.5, 1, 1, ...].
   std::vector<double> micro_batch_fraction;
+  // false: one iteration; the expansion runs it once per iteration, each ending in a flush
+  // and the optimizer step. true: the program covers every iteration of the run and places the
+  // optimizer steps itself (one kOptimizerStep per stage and iteration, after that
+  // iteration's backwards): pipelines without a flush.
+  bool spans_iterations = false;
+  // Weight versions a stage keeps (PipeDream-2BW stashes 2): extra copies of the weights.
+  int weight_versions = 1;
 
   [[nodiscard]] int NumMicroBatches() const;  // highest micro-batch index used + 1
   [[nodiscard]] double Fraction(int micro_batch) const {
     return micro_batch_fraction.empty() ? 1.0 : micro_batch_fraction[static_cast<size_t>(micro_batch)];
   }
 };
+
+// The program for replicas running `micro_batches` micro-batches per iteration: replica r of
+// stage s runs row s of the program made for its count (per-replica counts may differ).
+using ProgramSource = std::function<absl::StatusOr<PipelineProgram>(int micro_batches)>;
 
 struct ExpandOptions {
   // > 1: sub-pipelined tensor parallelism (Merak) / overlapped sub-batches (Oases): each
@@ -48,9 +65,10 @@ struct ExpandOptions {
   // Tensor-parallel collectives on the tensor-comm stream (overlapping compute where the
   // dependencies allow) instead of blocking the compute stream as Megatron-LM does.
   bool tp_overlap = false;
-  // Gradient all-reduce buckets (bytes of gradients each); they start as soon as the last
-  // micro-batch's backward of their layers is done when dp_overlap, else after the whole
-  // backward pass.
+  // Gradient buckets (bytes of gradients each), closed in the order gradients become final
+  // (last layer first); a bucket closes once it reaches this size. With dp_overlap a bucket's
+  // all-reduce starts as soon as the last micro-batch's backward of its layers is done (that
+  // backward is split at bucket boundaries for it), else after the whole backward pass.
   std::int64_t dp_bucket_bytes = 25 * 1024 * 1024;
   bool dp_overlap = true;
   bool optimizer_step = true;
@@ -74,12 +92,26 @@ struct ExpandOptions {
 // Megatron-LM's interleaved 1F1B over `chunks` model chunks per stage; micro-batches must be
 // a multiple of pp.
 [[nodiscard]] absl::StatusOr<PipelineProgram> InterleavedProgram(int pp, int chunks, int micro_batches);
+// PipeDream-2BW (Narayanan et al. 2021): 1F1B over all `iterations` x `micro_batches`
+// micro-batches with no flush between iterations (warm-up once, drain once); the gradients of
+// an iteration's micro-batches are coalesced into one update, applied one iteration late
+// (W(t+1) = W(t) - lr * grad(W(t-1))): the optimizer step of iteration i runs after the last
+// backward of iteration i + 1 (the last iteration's at the end), so its gradient exchange has
+// a whole iteration to finish. Two weight versions are stashed.
+[[nodiscard]] PipelineProgram PipeDream2BWProgram(int pp, int micro_batches, int iterations);
 
 // Every (chunk, micro-batch) of every stage has exactly one forward and one backward,
-// forward first, at most one recompute between them; the stage count matches.
-[[nodiscard]] absl::Status CheckProgram(const PipelineProgram& program, int pp, int chunks, int micro_batches);
+// forward first, at most one recompute between them; the stage count matches. A program
+// spanning iterations has this for each of `iterations` iterations and one optimizer step per
+// iteration, after that iteration's backwards.
+[[nodiscard]] absl::Status CheckProgram(const PipelineProgram& program, int pp, int chunks, int micro_batches,
+                                        int iterations = 1);
 
+// The full task graph: `program` for every replica (each must run its micro-batch count).
 [[nodiscard]] absl::StatusOr<Schedule> ExpandPipeline(const SchedulingContext& ctx, const PipelineProgram& program,
+                                                      const ExpandOptions& options);
+// The full task graph with a program per replica micro-batch count.
+[[nodiscard]] absl::StatusOr<Schedule> ExpandPipeline(const SchedulingContext& ctx, const ProgramSource& programs,
                                                       const ExpandOptions& options);
 
 }  // namespace testbed

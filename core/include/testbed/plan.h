@@ -1,10 +1,15 @@
-// The training settings of a run and the parallel plan that planners produce: degrees,
-// micro-batching, pipeline stages (as layer ranges), recomputation and the device mapping.
-// A plan is plain data; schedulers turn it into a task graph.
+// The training settings of a run and the parallel plan that planners produce. A plan is a
+// list of pipeline stages; each stage has its own model chunks (layer ranges), tensor-parallel
+// degree, data-parallel replicas (each a tensor-parallel group of devices with its own count of
+// micro-batches) and device type. Per layer, a plan may set a tensor-parallel degree and a
+// precision; per MoE layer, where each expert lives. The uniform TP x PP x DP grid of
+// Megatron-LM is one way to fill it (GridPlan). A plan is plain data; schedulers turn it into
+// a task graph.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +33,7 @@ struct TrainSettings {
   std::string optimizer = "adam";  // "adam" (mixed precision: 16 B/param of state) | "sgd"
   std::int64_t steps = 1;          // iterations to simulate or train
   double learning_rate = 1e-3;
+  bool optimizer_step = true;      // false: iterations end after the gradient exchange
 };
 
 // The [parallel] section: what the user asks for. Planners may choose other values (a
@@ -40,50 +46,148 @@ struct ParallelSettings {
   RecomputeMode recompute = RecomputeMode::kNone;
   bool sequence_parallel = false;
   int zero_stage = 0;
+  int ep = 1;  // expert-parallel degree (MoE models)
 };
 
-// One pipeline stage (or one model chunk of a stage when virtual_stages > 1).
+// The layers [first_layer, end_layer) that a pipeline stage runs: the whole stage, or one
+// model chunk of it with interleaving.
 struct StageSpec {
   int first_layer = 0;  // index into ModelGraph::layers
   int end_layer = 0;    // one past the last
-  // Layers of this stage whose activations are recomputed in backward (the first ones of
-  // the stage): 0 = none, end_layer - first_layer = all (full recomputation).
+  // Layers of this chunk whose activations are recomputed in backward (the first ones of
+  // the chunk): 0 = none, end_layer - first_layer = all (full recomputation).
   int recompute_layers = 0;
 };
 
-struct Plan {
+// Bits per element of one layer's weights, activations and gradients; 0 keeps the run's
+// precision (TrainSettings::precision). 32 = fp32, 16 = the run's 16-bit format, 8 = int8
+// (fake-quantised), 4 = int4. Compute runs at the activation width.
+struct LayerPrecision {
+  int weight_bits = 0;
+  int activation_bits = 0;
+  int gradient_bits = 0;
+  friend bool operator==(const LayerPrecision&, const LayerPrecision&) = default;
+};
+
+// What planners set per layer (a tp_planner, a precision_policy).
+struct LayerSetting {
+  // Tensor-parallel degree of this layer; 0 = its stage's. It must divide the stage's degree:
+  // a stage of T devices runs a layer of degree t as T / t groups of t devices, each on
+  // t / T of the micro-batch (Oases: data parallelism = devices / TP).
+  int tp = 0;
+  LayerPrecision precision;
+  friend bool operator==(const LayerSetting&, const LayerSetting&) = default;
+};
+
+// One data-parallel replica of a stage.
+struct StageReplica {
+  std::vector<DeviceId> devices;   // its tensor-parallel group, rank order (Stage::tp entries)
+  std::int64_t micro_batches = 1;  // micro-batches it runs per iteration
+};
+
+// One pipeline stage: a position along the pipeline.
+struct Stage {
+  // Model chunks in chunk order: chunk c of stage s is global chunk c * pp + s (Megatron's
+  // interleaved assignment); one entry without interleaving.
+  std::vector<StageSpec> chunks;
   int tp = 1;
-  int pp = 1;
-  int dp = 1;
-  int virtual_stages = 1;
-  std::int64_t micro_batch = 1;
-  std::int64_t micro_batches = 1;  // per data-parallel replica per iteration
+  std::vector<StageReplica> replicas;
+  // Preset name every device of the stage must have (heterogeneous plans); "" = not checked.
+  std::string device_type;
+
+  [[nodiscard]] int dp() const noexcept { return static_cast<int>(replicas.size()); }
+};
+
+// The experts of one MoE layer: the expert-parallel rank owning each expert (it keeps the
+// master weights and optimizer state) and the further ranks holding copies of it (Prophet's
+// replicas, FasterMoE's shadows). A token for an expert goes to the copy on its own rank when
+// there is one, else evenly over the expert's holders.
+struct ExpertPlacement {
+  std::vector<int> owner;                  // per expert
+  std::vector<std::vector<int>> replicas;  // per expert: other ranks holding a copy (may be empty)
+  friend bool operator==(const ExpertPlacement&, const ExpertPlacement&) = default;
+};
+
+// Expert parallelism: the data-parallel replicas of a stage form groups of `degree`
+// consecutive replicas; the MoE layers of the stage spread their experts over a group (rank k
+// of the group is replica g * degree + k) and exchange tokens by all-to-all-v inside it.
+struct ExpertParallelism {
+  int degree = 1;
+  // By MoE layer index; a layer without an entry puts expert e on rank e % degree.
+  std::map<int, ExpertPlacement> placement;
+  // Tokens an expert takes per rank and micro-batch: capacity_factor x (tokens x top_k /
+  // experts); tokens beyond it are dropped. 0: dropless.
+  double capacity_factor = 0.0;
+};
+
+// Knobs a planner hands the scheduler. 0 / empty: the scheduler's own parameter holds.
+struct SchedulerKnobs {
+  int tp_chunks = 0;  // sub-batches per micro-batch for overlapping tensor-parallel collectives
+};
+
+struct Plan {
+  std::vector<Stage> stages;  // pipeline order
+  std::int64_t micro_batch = 1;  // samples per micro-batch
   RecomputeMode recompute = RecomputeMode::kNone;
   bool sequence_parallel = false;
   int zero_stage = 0;
-  // pp * virtual_stages entries in model order; chunk c of pipeline stage s is
-  // stages[c * pp + s] (Megatron's interleaved assignment).
-  std::vector<StageSpec> stages;
-  // Tensor-parallel degree per layer when a tp_planner chose them; empty: `tp` everywhere.
-  std::vector<int> layer_tp;
-  // device_map[(d * pp + s) * tp + t] is the device of data-parallel rank d, stage s,
-  // tensor-parallel rank t.
-  std::vector<DeviceId> device_map;
-  // Knobs a planner passes to the scheduler (e.g. "tp_chunks" for sub-pipelined TMP).
-  std::map<std::string, double> hints;
+  std::vector<LayerSetting> layers;  // empty, or one per model layer
+  ExpertParallelism experts;
+  SchedulerKnobs knobs;
   // What the planner measured about itself (search time, candidates evaluated, ...).
   MetricSet planner_metrics;
 
-  [[nodiscard]] DeviceId DeviceOf(int dp_rank, int stage, int tp_rank) const {
-    return device_map[static_cast<size_t>((dp_rank * pp + stage) * tp + tp_rank)];
+  [[nodiscard]] int pp() const noexcept { return static_cast<int>(stages.size()); }
+  // Model chunks per stage (1 without interleaving).
+  [[nodiscard]] int virtual_stages() const noexcept {
+    return stages.empty() ? 1 : static_cast<int>(stages.front().chunks.size());
   }
-  [[nodiscard]] int num_devices() const noexcept { return tp * pp * dp; }
+  [[nodiscard]] int tp(int stage) const { return stages[static_cast<size_t>(stage)].tp; }
+  [[nodiscard]] int dp(int stage) const { return stages[static_cast<size_t>(stage)].dp(); }
   [[nodiscard]] const StageSpec& Chunk(int stage, int chunk) const {
-    return stages[static_cast<size_t>(chunk * pp + stage)];
+    return stages[static_cast<size_t>(stage)].chunks[static_cast<size_t>(chunk)];
   }
-  // Checks internal consistency against a model of `num_layers` layers on `cluster`:
-  // stages cover the layers in order without gaps, the device map is a permutation of
-  // distinct devices, degrees are positive. The message names what is wrong.
+  [[nodiscard]] StageSpec& MutableChunk(int stage, int chunk) {
+    return stages[static_cast<size_t>(stage)].chunks[static_cast<size_t>(chunk)];
+  }
+  // Every chunk in global order (chunk c of stage s at c * pp + s).
+  [[nodiscard]] std::vector<StageSpec> Chunks() const;
+  // Replaces the chunks from a list in global order; the list has pp x virtual_stages entries.
+  void SetChunks(const std::vector<StageSpec>& chunks);
+  [[nodiscard]] DeviceId DeviceOf(int replica, int stage, int tp_rank) const {
+    return stages[static_cast<size_t>(stage)].replicas[static_cast<size_t>(replica)].devices[static_cast<size_t>(tp_rank)];
+  }
+  [[nodiscard]] std::int64_t MicroBatches(int stage, int replica) const {
+    return stages[static_cast<size_t>(stage)].replicas[static_cast<size_t>(replica)].micro_batches;
+  }
+  // Micro-batches per iteration over all replicas of a stage (the same for every stage).
+  [[nodiscard]] std::int64_t TotalMicroBatches() const;
+  [[nodiscard]] std::int64_t SamplesPerIteration() const { return TotalMicroBatches() * micro_batch; }
+  // Devices the plan uses, ascending.
+  [[nodiscard]] std::vector<DeviceId> Devices() const;
+  [[nodiscard]] int num_devices() const;
+  // The stage holding `layer` (-1 when none does).
+  [[nodiscard]] int StageOfLayer(int layer) const;
+  // Tensor-parallel degree and precision of a layer (its setting, else its stage's degree).
+  [[nodiscard]] int LayerTp(int layer) const;
+  [[nodiscard]] LayerPrecision LayerBits(int layer) const;
+  // Expert placement of MoE layer `layer` over `experts` experts (the default when unset).
+  [[nodiscard]] ExpertPlacement PlacementOf(int layer, std::int64_t experts) const;
+
+  // The grid this plan is, when every stage has the same degree, replica count and
+  // micro-batches per replica (the Megatron-LM layout); nullopt for heterogeneous plans.
+  struct Grid {
+    int tp = 1, pp = 1, dp = 1;
+    std::int64_t micro_batches = 1;  // per replica
+  };
+  [[nodiscard]] std::optional<Grid> Uniform() const;
+
+  // Checks the plan against a model of `num_layers` layers on `cluster`: stages cover the
+  // layers in order without gaps (the same number of chunks each), every replica has `tp`
+  // distinct devices of the cluster and of the stage's device type, no device is used twice,
+  // every stage runs the same number of micro-batches per iteration, per-layer degrees divide
+  // their stage's, expert placements name ranks of their group. The message names what is
+  // wrong.
   [[nodiscard]] absl::Status Validate(int num_layers, const Cluster& cluster) const;
 };
 
@@ -93,10 +197,24 @@ struct Plan {
 
 // Megatron-LM's rank order: tensor-parallel ranks innermost (contiguous devices, so they
 // share a node), then data-parallel replicas, pipeline stages outermost; device of
-// (d, s, t) = (s * dp + d) * tp + t.
+// (d, s, t) = (s * dp + d) * tp + t. Indexed [(d * pp + s) * tp + t].
 [[nodiscard]] std::vector<DeviceId> DefaultDeviceMap(int tp, int pp, int dp);
 // Splits `num_layers` layers into `parts` contiguous ranges as evenly as possible (the
 // earlier ranges take the remainder).
 [[nodiscard]] std::vector<StageSpec> UniformStages(int num_layers, int parts);
+
+// The uniform grid, as a builder over the list of stages.
+struct GridSpec {
+  int tp = 1, pp = 1, dp = 1, virtual_stages = 1;
+  std::int64_t micro_batch = 1;
+  std::int64_t micro_batches = 1;  // per replica
+  RecomputeMode recompute = RecomputeMode::kNone;
+  bool sequence_parallel = false;
+  int zero_stage = 0;
+  std::vector<StageSpec> chunks;  // pp x virtual_stages entries in global chunk order
+  // device_map[(d * pp + s) * tp + t]; empty: DefaultDeviceMap.
+  std::vector<DeviceId> device_map;
+};
+[[nodiscard]] Plan GridPlan(const GridSpec& grid);
 
 }  // namespace testbed

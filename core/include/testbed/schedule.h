@@ -1,6 +1,14 @@
-// A schedule: per device, per stream, an ordered list of tasks (compute, send/receive, a
-// collective over a group, a generic kernel) with explicit dependencies (DESIGN.md §4). It
-// is plain data: printed, checked for deadlock, simulated, and executed on real ranks.
+// A schedule: per device, per stream, an ordered list of tasks (compute, a kernel, send and
+// receive, a collective over a group, a copy between host memory and a device) with explicit
+// dependencies (DESIGN.md §4). It is plain data: printed, checked for deadlock, simulated, and
+// executed on real ranks.
+//
+// A task carries a few typed fields that every consumer reads (kind, stream, device or group,
+// where it sits in the pipeline); what it does in detail lives in side tables that tasks doing
+// the same work share: ComputeWork (layers, samples or expert tokens, tensor-parallel shard,
+// precision, memory), KernelWork (FLOPs, bytes, precision), AllToAllVWork (bytes per sender
+// and receiver), CopyWork (direction, host). So a schedule describes its own cost: the
+// simulator needs the model's layers and the cluster, not the plan that produced it.
 //
 // Execution rule, the same in the simulator and the executor: a task starts when it is at
 // the head of its stream on every device it involves (a collective is on every member's
@@ -11,9 +19,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "testbed/cluster.h"
 #include "testbed/device_model.h"
 
@@ -27,15 +37,22 @@ enum class TaskKind : std::uint8_t {
   kSend,        // point-to-point, to `peer`
   kRecv,        // point-to-point, from `peer`; `match` is its send
   kCollective,  // over `group`
+  kCopy,        // between host memory and `device` (CopyWork says which way and which host)
 };
+[[nodiscard]] const char* TaskKindName(TaskKind kind) noexcept;
 
-enum class CollectiveOp : std::uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kReduce };
+// kAllToAllV carries its bytes per (sender, receiver) in an AllToAllVWork; the others one
+// size for every member (Task::bytes, conventions in collective.h).
+enum class CollectiveOp : std::uint8_t {
+  kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kReduce, kAllToAllV
+};
+[[nodiscard]] const char* CollectiveOpName(CollectiveOp op) noexcept;
 
 // What a kernel task does.
 enum class KernelOp : std::uint8_t { kOptimizerStep, kEncode, kDecode };
-[[nodiscard]] const char* CollectiveOpName(CollectiveOp op) noexcept;
+[[nodiscard]] const char* KernelOpName(KernelOp op) noexcept;
 
-// Streams by convention; a device may use any small number.
+// Streams by convention; a device may use up to kCount.
 namespace streams {
 inline constexpr std::uint8_t kCompute = 0;
 inline constexpr std::uint8_t kTensorComm = 1;    // tensor-parallel collectives that overlap compute
@@ -45,38 +62,81 @@ inline constexpr std::uint8_t kDataComm = 3;      // gradient all-reduce
 // point-to-point calls do, so that a stage sending forward while its neighbour sends a
 // gradient back does not wait on itself.
 inline constexpr std::uint8_t kPipelineRecv = 4;
-inline constexpr int kCount = 5;
+inline constexpr std::uint8_t kHostCopy = 5;     // copies between host memory and the device
+inline constexpr std::uint8_t kExpertComm = 6;   // expert parallelism: token all-to-all, expert weights
+inline constexpr int kCount = 7;
+[[nodiscard]] const char* Name(int stream) noexcept;
 }  // namespace streams
 
-// What a task does. Fields not used by its kind keep their defaults.
+// The work of a compute task on each device it occupies.
+struct ComputeWork {
+  std::int32_t first_layer = 0;
+  std::int32_t end_layer = 0;
+  std::int64_t micro_batch = 1;  // samples of the micro-batch (sequences, or rows)
+  float fraction = 1.0f;          // share of the micro-batch each device runs the layers on
+  std::int32_t tp = 1;       // tensor-parallel degree the layers are split over
+  Precision precision = Precision::kFp16;  // arithmetic (and activation storage) precision
+  bool sequence_parallel = false;
+  bool selective_recompute = false;  // backward of attention recomputes its core first
+  LayerPart part = LayerPart::kWhole;
+  double expert_tokens = 0;  // kMoeExperts: tokens (each counted once per expert) it computes
+  // Memory: what a forward keeps for backward, and what a checkpointed forward keeps instead.
+  double activation_bytes = 0;
+  double checkpoint_bytes = 0;
+  friend bool operator==(const ComputeWork&, const ComputeWork&) = default;
+};
+
+struct KernelWork {
+  KernelOp op = KernelOp::kOptimizerStep;
+  double flops = 0;
+  double bytes = 0;  // through device memory
+  Precision precision = Precision::kFp32;
+  friend bool operator==(const KernelWork&, const KernelWork&) = default;
+};
+
+// An all-to-all-v: bytes[i * n + j] go from member i to member j of the task's group.
+struct AllToAllVWork {
+  std::vector<std::int64_t> bytes;
+  friend bool operator==(const AllToAllVWork&, const AllToAllVWork&) = default;
+};
+
+struct CopyWork {
+  bool to_device = true;  // host to device (false: device to host)
+  int host = -1;          // host endpoint (Cluster::hosts) on the device's node; -1: the nearest
+  friend bool operator==(const CopyWork&, const CopyWork&) = default;
+};
+
+// The typed fields every consumer reads. Fields not used by its kind keep their defaults.
 struct Task {
   TaskKind kind = TaskKind::kCompute;
   std::uint8_t stream = streams::kCompute;
   Phase phase = Phase::kForward;  // compute; for send/recv: activation (forward) or gradient (backward)
   CollectiveOp op = CollectiveOp::kAllReduce;
   bool checkpoint = false;        // forward that keeps only its input (a recompute task follows)
-  DeviceId device = -1;           // compute, kernel, send, recv; -1 when the task runs on a group
+  DeviceId device = -1;           // compute, kernel, send, recv, copy; -1 when the task runs on a group
   DeviceId peer = -1;             // send: destination; recv: source
   // Collective: its members. Compute with device -1: a tensor-parallel gang, the same layers
   // run by every member in lock-step (each on its shard), occupying each member's stream.
   std::int32_t group = -1;
   TaskId match = -1;              // recv: its send
-  std::int32_t stage = -1;        // pipeline stage, model chunk and micro-batch it belongs to
+  std::int32_t stage = -1;        // pipeline stage, model chunk, replica and micro-batch it belongs to
   std::int32_t chunk = 0;
+  std::int32_t replica = 0;
   std::int32_t micro_batch = -1;
-  std::int32_t first_layer = 0;   // compute: the layers; collectives: the layers whose tensors it carries
+  std::int32_t iteration = 0;     // training step
+  std::int32_t first_layer = 0;   // the layers it computes, or whose tensors it carries
   std::int32_t end_layer = 0;
   float fraction = 1.0f;          // part of the micro-batch (slices, sub-batches)
-  std::int64_t bytes = 0;         // send/recv: payload; collective: per-member buffer (see Collective)
-  double flops = 0;               // kernel
-  double kernel_bytes = 0;        // kernel
-  KernelOp kernel = KernelOp::kOptimizerStep;  // kernel: an optimizer step or gradient compression
+  std::int64_t bytes = 0;         // send/recv/copy: payload; collective: per-member buffer (see Collective)
+  // Index into the side table of its kind: compute_work, kernel_work, alltoallv_work (a
+  // kAllToAllV collective) or copy_work; -1 for kinds without one.
+  std::int32_t work = -1;
 };
 
 class Schedule {
  public:
   Schedule() = default;
-  explicit Schedule(int num_devices) : order_(static_cast<size_t>(num_devices)) {}
+  explicit Schedule(int num_devices) : order_(static_cast<size_t>(num_devices)), static_bytes_(static_cast<size_t>(num_devices), 0.0) {}
 
   // Appends a task; it joins the end of its stream on its device (every member's for a
   // collective), so each device's tasks must be added in the order that device runs them.
@@ -87,6 +147,13 @@ class Schedule {
   void Link(TaskId recv, TaskId send) { tasks_[static_cast<size_t>(recv)].match = send; }
   // Interns a device group (members in rank order) and returns its index.
   std::int32_t Group(const std::vector<DeviceId>& members);
+  // Interns work descriptions; tasks doing the same work share one entry.
+  std::int32_t AddWork(const ComputeWork& w);
+  std::int32_t AddWork(const KernelWork& w);
+  std::int32_t AddWork(const AllToAllVWork& w);
+  std::int32_t AddWork(const CopyWork& w);
+  // Weights, gradients and optimizer state a device holds throughout (bytes).
+  void SetStaticBytes(DeviceId device, double bytes);
 
   [[nodiscard]] int num_devices() const noexcept { return static_cast<int>(order_.size()); }
   [[nodiscard]] std::size_t size() const noexcept { return tasks_.size(); }
@@ -94,6 +161,19 @@ class Schedule {
   [[nodiscard]] const std::vector<Task>& tasks() const noexcept { return tasks_; }
   [[nodiscard]] std::span<const TaskId> deps(TaskId id) const;
   [[nodiscard]] const std::vector<std::vector<DeviceId>>& groups() const noexcept { return groups_; }
+  [[nodiscard]] const std::vector<ComputeWork>& compute_work() const noexcept { return compute_; }
+  [[nodiscard]] const std::vector<KernelWork>& kernel_work() const noexcept { return kernel_; }
+  [[nodiscard]] const std::vector<AllToAllVWork>& alltoallv_work() const noexcept { return alltoallv_; }
+  [[nodiscard]] const std::vector<CopyWork>& copy_work() const noexcept { return copy_; }
+  [[nodiscard]] const ComputeWork& compute(TaskId id) const { return compute_[static_cast<size_t>(task(id).work)]; }
+  [[nodiscard]] const KernelWork& kernel(TaskId id) const { return kernel_[static_cast<size_t>(task(id).work)]; }
+  [[nodiscard]] double static_bytes(DeviceId d) const {
+    return static_cast<size_t>(d) < static_bytes_.size() ? static_bytes_[static_cast<size_t>(d)] : 0.0;
+  }
+  // Iterations the schedule covers (highest Task::iteration + 1).
+  [[nodiscard]] int iterations() const noexcept { return iterations_; }
+  // Streams in use: one more than the highest stream number of any task.
+  [[nodiscard]] int streams_used() const noexcept { return streams_used_; }
   // Tasks of `device` on `stream`, in order.
   [[nodiscard]] const std::vector<TaskId>& Order(DeviceId device, int stream) const;
   // Devices a task occupies: its device, or its group's members.
@@ -102,14 +182,24 @@ class Schedule {
   // "fwd mb3 stage2.0 layers [10,20) on device 5", "allreduce 12.0 MiB over group 4 (devices 0-7)".
   [[nodiscard]] std::string Describe(TaskId id) const;
 
+  // One order of every task that respects dependencies and stream order, taking the lowest
+  // task id whenever several are ready (so a schedule whose dependencies all point back is in
+  // id order). A rank running its own tasks in this order, each to completion, never waits
+  // on a peer that waits on it: the executor's order. FailedPrecondition on a cycle.
+  [[nodiscard]] absl::StatusOr<std::vector<TaskId>> ExecutionOrder() const;
+
   // Checks the schedule can run: dependencies name existing tasks, every receive matches one
   // send with the same endpoints and every send is received once, groups are non-empty,
-  // and there is no cycle through dependencies, stream order, collectives and send/receive
-  // pairs (which would deadlock). The error names the tasks involved.
+  // work entries exist for kinds that need them (an all-to-all-v has n x n sizes), and
+  // there is no cycle through dependencies, stream order, collectives and send/receive pairs
+  // (which would deadlock). The error names the tasks involved.
   [[nodiscard]] absl::Status Check() const;
 
  private:
   void Compact() const;
+  template <typename W>
+  std::int32_t Intern(std::vector<W>& table, std::unordered_map<std::size_t, std::vector<std::int32_t>>& index,
+                      std::size_t hash, const W& w);
 
   std::vector<Task> tasks_;
   // Dependencies in CSR form (tasks are added in order with their dependencies); those
@@ -119,6 +209,14 @@ class Schedule {
   mutable std::vector<std::pair<TaskId, TaskId>> extra_deps_;
   std::vector<std::vector<DeviceId>> groups_;
   std::vector<std::vector<std::vector<TaskId>>> order_;  // [device][stream] -> tasks
+  std::vector<ComputeWork> compute_;
+  std::vector<KernelWork> kernel_;
+  std::vector<AllToAllVWork> alltoallv_;
+  std::vector<CopyWork> copy_;
+  std::unordered_map<std::size_t, std::vector<std::int32_t>> compute_index_, kernel_index_, alltoallv_index_, copy_index_;
+  std::vector<double> static_bytes_;
+  int iterations_ = 1;
+  int streams_used_ = 0;
 };
 
 }  // namespace testbed

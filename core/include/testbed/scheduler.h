@@ -13,6 +13,7 @@
 #include "testbed/model_graph.h"
 #include "testbed/plan.h"
 #include "testbed/schedule.h"
+#include "testbed/step_inputs.h"
 
 namespace testbed {
 
@@ -32,6 +33,11 @@ struct SchedulingContext {
   // When set, ExpandPipeline replaces the plain all-reduce of compressed layers' gradients by
   // the compressor's encode kernel, transfers and decode kernel.
   const GradientCompression* compression = nullptr;
+  // What changes per iteration (routing, expert placement, copies, sampled sizes); null:
+  // every iteration alike.
+  const StepInputs* inputs = nullptr;
+  // Training iterations the schedule covers, in sequence (Task::iteration).
+  int iterations = 1;
 };
 
 class Scheduler : public Component {

@@ -37,6 +37,7 @@ const std::vector<ParamSpec>& NodeSchema() {
       ParamSpec::String("doc", "").Doc("one line"),
       ParamSpec::Int("devices", 1).Min(1).Unit("devices").Doc("accelerators per node, named gpu0, gpu1, ..."),
       ParamSpec::StringList("hubs", {}).Doc("other endpoints inside the node: CPU sockets, PCIe switches, NVSwitch"),
+      ParamSpec::StringList("hosts", {}).Doc("hubs that are host memory, the ends of host-device copies (default: hubs named cpu*)"),
       ParamSpec::StringList("nics", {}).Doc("network interfaces to the inter-node fabric"),
       ParamSpec::StringList("nic_of", {}).Doc("NIC used by each device (default: the nearest)"),
       ParamSpec::String("nic_link", "").Doc("link type of each NIC's port to the fabric"),
@@ -103,6 +104,7 @@ std::optional<NodeType> ResolveNode(const ConfigDoc& node_doc, const PresetLibra
   type.doc = p.GetOr<std::string>("doc", "");
   type.devices = static_cast<int>(p.GetOr<std::int64_t>("devices", 1));
   type.hubs = p.GetOr<std::vector<std::string>>("hubs", {});
+  type.hosts = p.GetOr<std::vector<std::string>>("hosts", {});
   type.nics = p.GetOr<std::vector<std::string>>("nics", {});
   type.nic_of = p.GetOr<std::vector<std::string>>("nic_of", {});
   type.device = ResolveDevice(node_doc, {"device"}, presets, errors);
@@ -193,7 +195,7 @@ DeviceSpec ResolveDevice(const ConfigDoc& doc, const KeyPath& section, const Pre
     KeyPath where = {"peak_tflops", std::string(k.str())};
     if (!prec) {
       errors.Add(dev_doc->Where(where), absl::StrCat("[device.peak_tflops]: unknown precision '", std::string(k.str()),
-                                                     "'; expected one of: fp32, tf32, fp16, bf16, fp8, int8"));
+                                                     "'; expected one of: fp32, tf32, fp16, bf16, fp8, int8, int4"));
       continue;
     }
     auto tf = ConvertValue(v, ParamSpec::Double(std::string(k.str()), 0).Min(0).Unit("TFLOP/s"));

@@ -37,6 +37,7 @@ const std::vector<ParamSpec>& TrainSchema() {
       ParamSpec::Choice("optimizer", "adam", {"adam", "sgd"}).Doc("adam: mixed-precision Adam, 16 bytes of state per parameter"),
       ParamSpec::Int("steps", 1).Min(1).Unit("iterations").Doc("iterations to simulate or train"),
       ParamSpec::Double("learning_rate", 1e-3).Min(0).Doc("optimizer step size"),
+      ParamSpec::Bool("optimizer_step", true).Doc("false: an iteration ends with the gradient exchange (no optimizer kernel)"),
   };
   return schema;
 }
@@ -50,6 +51,7 @@ const std::vector<ParamSpec>& ParallelSchema() {
       ParamSpec::Choice("recompute", "none", {"none", "full", "selective"}).Doc("activation recomputation"),
       ParamSpec::Bool("sequence_parallel", false).Doc("Megatron sequence parallelism alongside TP"),
       ParamSpec::Int("zero_stage", 0).Range(0, 3).Doc("ZeRO sharding of optimizer state (1), gradients (2), parameters (3)"),
+      ParamSpec::Int("ep", 1).Min(1).Unit("ranks").Doc("expert-parallel degree: data-parallel replicas sharing one set of experts (MoE)"),
   };
   return schema;
 }
@@ -148,6 +150,7 @@ absl::StatusOr<ResolvedRun> ResolveRun(const RunSpec& spec, const Registry& regi
   run.train.optimizer = train.GetOr<std::string>("optimizer", "adam");
   run.train.steps = train.GetOr<std::int64_t>("steps", 1);
   run.train.learning_rate = train.GetOr<double>("learning_rate", 1e-3);
+  run.train.optimizer_step = train.GetOr<bool>("optimizer_step", true);
   Record(run, "train", train);
 
   ParamSet par = ResolveParams(doc, {"parallel"}, ParallelSchema(), "[parallel]", {}, errors);
@@ -158,6 +161,7 @@ absl::StatusOr<ResolvedRun> ResolveRun(const RunSpec& spec, const Registry& regi
   run.parallel.recompute = RecomputeFrom(par.GetOr<std::string>("recompute", "none"));
   run.parallel.sequence_parallel = par.GetOr<bool>("sequence_parallel", false);
   run.parallel.zero_stage = static_cast<int>(par.GetOr<std::int64_t>("zero_stage", 0));
+  run.parallel.ep = static_cast<int>(par.GetOr<std::int64_t>("ep", 1));
   Record(run, "parallel", par);
 
   for (const auto& [section, specs] : backend.sections) {

@@ -39,11 +39,13 @@ absl::StatusOr<RunOutput> PlanBackend::Run(const ResolvedRun& run, const Registr
 
   TESTBED_ASSIGN_OR_RETURN(StageCosts costs, ComputeStageCosts(*plan, *run.model, *run.cluster, run.train, *device_model));
   RunOutput out;
-  out.metrics.Add("tp", plan->tp, "devices");
-  out.metrics.Add("pp", plan->pp, "stages");
-  out.metrics.Add("dp", plan->dp, "replicas");
+  const auto grid = plan->Uniform();
+  out.metrics.Add("tp", grid ? grid->tp : plan->tp(0), "devices");
+  out.metrics.Add("pp", plan->pp(), "stages");
+  out.metrics.Add("dp", grid ? grid->dp : plan->dp(0), "replicas");
   out.metrics.Add("micro_batch", static_cast<double>(plan->micro_batch), "samples");
-  out.metrics.Add("micro_batches", static_cast<double>(plan->micro_batches), "micro-batches");
+  out.metrics.Add("micro_batches", static_cast<double>(grid ? grid->micro_batches : plan->MicroBatches(0, 0)),
+                  "micro-batches");
   out.metrics.Add("stage_time_max_s", costs.max_time_s, "s", Better::kLower);
   out.metrics.Add("stage_time_mean_s", costs.mean_time_s, "s", Better::kLower);
   out.metrics.Add("stage_balance", costs.balance, "1", Better::kLower);

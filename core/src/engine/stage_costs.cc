@@ -23,17 +23,19 @@ Table StageCosts::ToTable() const {
 absl::StatusOr<StageCosts> ComputeStageCosts(const Plan& plan, const ModelGraph& model, const Cluster& cluster,
                                              const TrainSettings& train, const DeviceModel& device_model) {
   StageCosts c;
-  c.time_s.assign(static_cast<size_t>(plan.pp), 0.0);
-  c.params.assign(static_cast<size_t>(plan.pp), 0);
-  c.layers.assign(static_cast<size_t>(plan.pp), 0);
-  for (int s = 0; s < plan.pp; ++s) {
+  const int pp = plan.pp();
+  c.time_s.assign(static_cast<size_t>(pp), 0.0);
+  c.params.assign(static_cast<size_t>(pp), 0);
+  c.layers.assign(static_cast<size_t>(pp), 0);
+  for (int s = 0; s < pp; ++s) {
     const DeviceSpec& dev = cluster.spec_of(plan.DeviceOf(0, s, 0));
-    for (int v = 0; v < plan.virtual_stages; ++v) {
+    for (int v = 0; v < plan.virtual_stages(); ++v) {
       const StageSpec& st = plan.Chunk(s, v);
       for (int l = st.first_layer; l < st.end_layer; ++l) {
         const Layer& layer = model.layers[static_cast<size_t>(l)];
-        const int tp = plan.layer_tp.empty() ? plan.tp : plan.layer_tp[static_cast<size_t>(l)];
-        LayerWork w{&layer, Phase::kForward, plan.micro_batch, tp, plan.sequence_parallel, train.precision, 1.0};
+        const int tp = plan.LayerTp(l);
+        LayerWork w{&layer, Phase::kForward, plan.micro_batch, tp, plan.sequence_parallel,
+                    PrecisionOfBits(plan.LayerBits(l).activation_bits, train.precision), 1.0};
         TESTBED_ASSIGN_OR_RETURN(double fwd, device_model.LayerTime(w, dev));
         w.phase = Phase::kBackward;
         TESTBED_ASSIGN_OR_RETURN(double bwd, device_model.LayerTime(w, dev));

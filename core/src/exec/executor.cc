@@ -34,14 +34,24 @@ class RankRunner {
 
   absl::Status Setup() {
     rank_ = world_.rank();
+    const auto grid = plan_.Uniform();
+    if (!grid) {
+      return absl::UnimplementedError("real execution runs plans whose stages all have the same tensor-parallel degree, "
+                                      "replica count and micro-batches per replica");
+    }
+    tp_ = grid->tp;
+    pp_ = grid->pp;
+    dp_ = grid->dp;
+    mbs_ = grid->micro_batches;
+    chunks_ = plan_.virtual_stages();
     if (world_.size() != plan_.num_devices()) {
       return absl::InvalidArgumentError(absl::StrCat("the plan needs ", plan_.num_devices(), " ranks; the world has ",
                                                      world_.size()));
     }
     bool found = false;
-    for (int d = 0; d < plan_.dp && !found; ++d) {
-      for (int s = 0; s < plan_.pp && !found; ++s) {
-        for (int t = 0; t < plan_.tp && !found; ++t) {
+    for (int d = 0; d < dp_ && !found; ++d) {
+      for (int s = 0; s < pp_ && !found; ++s) {
+        for (int t = 0; t < tp_ && !found; ++t) {
           if (plan_.DeviceOf(d, s, t) == rank_) {
             dp_rank_ = d;
             stage_ = s;
@@ -62,9 +72,9 @@ class RankRunner {
       TESTBED_ASSIGN_OR_RETURN(groups_[static_cast<std::int32_t>(g)], world_.NewGroup(ranks));
     }
     CommGroup* tp_group = nullptr;
-    if (plan_.tp > 1) {
+    if (tp_ > 1) {
       std::vector<DeviceId> tp_members;
-      for (int t = 0; t < plan_.tp; ++t) tp_members.push_back(plan_.DeviceOf(dp_rank_, stage_, t));
+      for (int t = 0; t < tp_; ++t) tp_members.push_back(plan_.DeviceOf(dp_rank_, stage_, t));
       for (size_t g = 0; g < groups.size(); ++g) {
         if (groups[g] == tp_members) tp_group = groups_[static_cast<std::int32_t>(g)].get();
       }
@@ -83,17 +93,17 @@ class RankRunner {
     // activations and gradients that wrap around between the last stage and the first (the
     // next model chunk) have groups of their own. tests/exec checks every schedule under
     // these rules (tests/comm/stream_ordered_group.h).
-    if (plan_.pp > 1) {
+    if (pp_ > 1) {
       std::vector<int> everyone(static_cast<size_t>(world_.size()));
       for (int r = 0; r < world_.size(); ++r) everyone[static_cast<size_t>(r)] = r;
-      const int groups = plan_.virtual_stages > 1 ? 4 : 2;
+      const int groups = chunks_ > 1 ? 4 : 2;
       for (int g = 0; g < groups; ++g) {
         TESTBED_ASSIGN_OR_RETURN(p2p_[static_cast<size_t>(g)], world_.NewGroup(everyone));
       }
     }
     train::SequentialModel<float> full;
     if (in_.model.shape.family == "mlp") {
-      if (plan_.tp > 1) return absl::InvalidArgumentError("an mlp runs without tensor parallelism");
+      if (tp_ > 1) return absl::InvalidArgumentError("an mlp runs without tensor parallelism");
       TESTBED_ASSIGN_OR_RETURN(full, BuildMlpStack(in_.model, in_.seed));
     } else {
       TESTBED_ASSIGN_OR_RETURN(full, BuildGptStack(in_.model, in_.seed));
@@ -105,8 +115,8 @@ class RankRunner {
         return tp_group->AllReduce(std::span<float>(m.data(), static_cast<size_t>(m.size())), ReduceOp::kSum);
       };
     }
-    model_ = ShardGptStack(full, tp_rank_, plan_.tp, reduce);
-    for (int c = 0; c < plan_.virtual_stages; ++c) {
+    model_ = ShardGptStack(full, tp_rank_, tp_, reduce);
+    for (int c = 0; c < chunks_; ++c) {
       const StageSpec& st = plan_.Chunk(stage_, c);
       for (int l = st.first_layer; l < st.end_layer; ++l) {
         for (train::Param<float>* p : model_.layer(l).Params()) params_.push_back(p);
@@ -119,7 +129,8 @@ class RankRunner {
     } else {
       optimizer_ = std::make_unique<train::Sgd<float>>(train::SgdOptions{in_.train.learning_rate, 0.9, 0.0});
     }
-    for (TaskId id = 0; id < static_cast<TaskId>(in_.schedule.size()); ++id) {
+    TESTBED_ASSIGN_OR_RETURN(const std::vector<TaskId> order, in_.schedule.ExecutionOrder());
+    for (TaskId id : order) {
       for (DeviceId d : in_.schedule.DevicesOf(id)) {
         if (d == rank_) {
           tasks_.push_back(id);
@@ -133,7 +144,7 @@ class RankRunner {
 
   // Loss and accuracy of the whole model on held-out data (rank 0, unsplit models only).
   absl::Status Evaluate(ExecutionResult& out) {
-    if (!in_.validation || rank_ != 0 || plan_.tp != 1 || plan_.pp != 1) return absl::OkStatus();
+    if (!in_.validation || rank_ != 0 || tp_ != 1 || pp_ != 1) return absl::OkStatus();
     TESTBED_ASSIGN_OR_RETURN(Batch b, in_.validation());
     std::vector<train::LayerCache<float>> caches;
     TESTBED_ASSIGN_OR_RETURN(Matrix<float> logits, model_.Forward(b.inputs, caches));
@@ -144,7 +155,7 @@ class RankRunner {
   }
 
   absl::StatusOr<StepRecord> Step(std::int64_t step, std::vector<TaskTime>* times) {
-    const std::int64_t global = plan_.micro_batch * plan_.micro_batches * plan_.dp;
+    const std::int64_t global = plan_.micro_batch * mbs_ * dp_;
     TESTBED_ASSIGN_OR_RETURN(data_, in_.data(step, global));
     seq_ = data_.rows_per_sample;
     loss_local_ = 0;
@@ -189,7 +200,7 @@ class RankRunner {
   [[nodiscard]] std::int64_t Rows() const { return plan_.micro_batch * seq_; }
   // Rows of the global batch belonging to micro-batch `mb` of this rank's replica.
   [[nodiscard]] std::int64_t FirstSample(int mb) const {
-    return (static_cast<std::int64_t>(dp_rank_) * plan_.micro_batches + mb) * plan_.micro_batch;
+    return (static_cast<std::int64_t>(dp_rank_) * mbs_ + mb) * plan_.micro_batch;
   }
   [[nodiscard]] std::vector<std::int64_t> Slice(const std::vector<std::int64_t>& v, int mb) const {
     const auto begin = v.begin() + FirstSample(mb) * seq_;
@@ -199,7 +210,7 @@ class RankRunner {
     return m.middleRows(FirstSample(mb) * seq_, Rows());
   }
   [[nodiscard]] int Tag(int receiver_chunk, int mb, bool backward) const {
-    const int chunks = plan_.pp * plan_.virtual_stages;
+    const int chunks = pp_ * chunks_;
     return static_cast<int>((static_cast<std::int64_t>(mb) * (chunks + 1) * 2 + receiver_chunk * 2 + (backward ? 1 : 0)) %
                             (CommGroup::kMaxTag + 1));
   }
@@ -217,7 +228,9 @@ class RankRunner {
         return Collective(t);
       case TaskKind::kKernel:
         // Compression kernels of a simulated schedule run inside the gradient exchange here.
-        return t.kernel == KernelOp::kOptimizerStep ? OptimizerStep() : absl::OkStatus();
+        return in_.schedule.kernel(id).op == KernelOp::kOptimizerStep ? OptimizerStep() : absl::OkStatus();
+      case TaskKind::kCopy:
+        return absl::UnimplementedError("the executor has no host-to-device copy (its tensors live in host memory)");
     }
     return absl::OkStatus();
   }
@@ -251,7 +264,7 @@ class RankRunner {
           if (t.checkpoint) cache_.erase({l, t.micro_batch});
         }
         if (t.end_layer == last_layer) {
-          const double normalizer = static_cast<double>(plan_.micro_batch * plan_.micro_batches * plan_.dp * seq_);
+          const double normalizer = static_cast<double>(plan_.micro_batch * mbs_ * dp_ * seq_);
           TESTBED_ASSIGN_OR_RETURN(auto lg, train::SoftmaxCrossEntropy<float>(
                                                 x, Slice(data_.targets, t.micro_batch), normalizer));
           // Every tensor-parallel rank computes the same loss; count it once.
@@ -312,11 +325,11 @@ class RankRunner {
     const Key ck{t.chunk, t.micro_batch};
     const bool backward = t.phase == Phase::kBackward;
     auto buffer = std::make_unique<Matrix<float>>(backward ? grad_[ck] : act_[ck]);
-    const int own = t.chunk * plan_.pp + stage_;
+    const int own = t.chunk * pp_ + stage_;
     const int receiver = backward ? own - 1 : own + 1;
     pp_bytes_ += static_cast<double>(buffer->size()) * sizeof(float);
     // Forward out of the last stage, or backward out of the first, goes round to the other end.
-    const bool wraps = backward ? stage_ == 0 : stage_ == plan_.pp - 1;
+    const bool wraps = backward ? stage_ == 0 : stage_ == pp_ - 1;
     CommGroup& direction = PipelineGroup(backward, wraps);
     TESTBED_ASSIGN_OR_RETURN(CommRequestPtr req, direction.ISend(buffer->data(), buffer->size(), DataType::kFloat32,
                                                               t.peer, Tag(receiver, t.micro_batch, backward)));
@@ -327,9 +340,9 @@ class RankRunner {
   absl::Status Recv(const Task& t) {
     const bool backward = t.phase == Phase::kBackward;
     Matrix<float> buffer(Rows(), hidden_);
-    const int own = t.chunk * plan_.pp + stage_;
+    const int own = t.chunk * pp_ + stage_;
     // Forward into the first stage, or backward into the last, came round from the other end.
-    const bool wraps = backward ? stage_ == plan_.pp - 1 : stage_ == 0;
+    const bool wraps = backward ? stage_ == pp_ - 1 : stage_ == 0;
     CommGroup& direction = PipelineGroup(backward, wraps);
     TESTBED_RETURN_IF_ERROR(direction.Recv(buffer.data(), buffer.size(), DataType::kFloat32, t.peer,
                                         Tag(own, t.micro_batch, backward)));
@@ -374,7 +387,7 @@ class RankRunner {
   }
 
   [[nodiscard]] bool HoldsLayer(int l) const {
-    for (int c = 0; c < plan_.virtual_stages; ++c) {
+    for (int c = 0; c < chunks_; ++c) {
       const StageSpec& st = plan_.Chunk(stage_, c);
       if (l >= st.first_layer && l < st.end_layer) return true;
     }
@@ -459,6 +472,8 @@ class RankRunner {
   CommGroup& world_;
   const Plan& plan_;
   int rank_ = 0, dp_rank_ = 0, stage_ = 0, tp_rank_ = 0;
+  int tp_ = 1, pp_ = 1, dp_ = 1, chunks_ = 1;
+  std::int64_t mbs_ = 1;
   std::int64_t seq_ = 0, hidden_ = 0;
   std::map<std::int32_t, std::unique_ptr<CommGroup>> groups_;
   std::unique_ptr<CommGroup> own_tp_group_;

@@ -212,10 +212,10 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   m.Add("first_loss", steps.front().loss, loss_unit);
   m.Add("final_grad_norm", steps.back().grad_norm, "1");
   m.Add("ranks", world, "ranks");
-  m.Add("tp", plan.tp, "ranks");
-  m.Add("pp", plan.pp, "stages");
-  m.Add("dp", plan.dp, "replicas");
-  m.Add("micro_batches", static_cast<double>(plan.micro_batches), "micro-batches");
+  m.Add("tp", plan.tp(0), "ranks");
+  m.Add("pp", plan.pp(), "stages");
+  m.Add("dp", plan.dp(0), "replicas");
+  m.Add("micro_batches", static_cast<double>(plan.MicroBatches(0, 0)), "micro-batches");
   m.Add("pipeline_bytes_per_step", result.pipeline_bytes_per_step, "B");
   m.Add("data_parallel_bytes_per_step", result.data_parallel_bytes_per_step, "B");
   m.Add("tensor_parallel_bytes_per_step", result.tensor_parallel_bytes_per_step, "B");
@@ -257,22 +257,21 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
       m.Add("time_to_target_s", elapsed, "s", Better::kLower);
     }
   }
-  const double tokens = static_cast<double>(plan.micro_batch * plan.micro_batches * plan.dp * shape.seq_len);
+  const double tokens = static_cast<double>(plan.SamplesPerIteration() * shape.seq_len);
   m.Add("measured_iteration_s", measured, "s", Better::kLower);
   m.Add("measured_tokens_per_s", tokens / measured, "tokens/s", Better::kHigher);
 
   std::vector<double> single_loss;
   if (real.GetOr<bool>("check_against_single", true) && world > 1) {
     // The same model and data on one rank: the reference every layout must reproduce.
-    Plan one = plan;
-    one.tp = one.pp = one.dp = 1;
-    one.virtual_stages = 1;
-    one.micro_batches = plan.micro_batches * plan.dp;
-    one.stages = {StageSpec{0, static_cast<int>(graph.layers.size()), 0}};
-    one.device_map = {0};
+    GridSpec g;
+    g.micro_batch = plan.micro_batch;
+    g.micro_batches = plan.TotalMicroBatches();
+    g.chunks = {StageSpec{0, static_cast<int>(graph.layers.size()), 0}};
+    Plan one = GridPlan(g);
     TESTBED_ASSIGN_OR_RETURN(Cluster solo, CpuCluster(1, bandwidth));
     SchedulingContext one_ctx{graph, solo, one, run.train, *device_model};
-    TESTBED_ASSIGN_OR_RETURN(Schedule one_sched, ExpandPipeline(one_ctx, OneFOneBProgram(1, static_cast<int>(one.micro_batches)),
+    TESTBED_ASSIGN_OR_RETURN(Schedule one_sched, ExpandPipeline(one_ctx, OneFOneBProgram(1, static_cast<int>(g.micro_batches)),
                                                                 ExpandOptions{}));
     ParamSet local_params;
     const ComponentEntry* local = registry.Find(ComponentKind::kCommunicator, "local");
@@ -307,7 +306,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     // pipeline's bubbles leave the busy stages more of the machine.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     TESTBED_ASSIGN_OR_RETURN(exec::ProfiledDeviceModel profile,
-                             exec::ProfiledDeviceModel::Profile(graph, plan.micro_batch, plan.tp,
+                             exec::ProfiledDeviceModel::Profile(graph, plan.micro_batch, plan.tp(0),
                                                                 static_cast<int>(real.GetOr<std::int64_t>("profile_repeats", 3)),
                                                                 bandwidth));
     TESTBED_ASSIGN_OR_RETURN(auto collective, Make<Collective>(registry, *run.Component(ComponentKind::kCollective)));
@@ -324,7 +323,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
       m.Add("measured_allreduce_latency_s", allreduce_latency, "s");
     }
     TESTBED_ASSIGN_OR_RETURN(Cluster measured_cluster, CpuCluster(world, bandwidth, latency));
-    SimInputs in{graph, measured_cluster, plan, run.train, profile, *collective};
+    SimInputs in{graph, measured_cluster, profile, *collective};
     SimOptions sharing;
     sharing.shared_cores = cores;
     TESTBED_ASSIGN_OR_RETURN(SimResult predicted, Simulate(schedule, in, sharing));

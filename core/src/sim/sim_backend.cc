@@ -8,56 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/stage_costs.h"
+#include "sim/sim_report.h"
 #include "testbed/status_macros.h"
 
 namespace testbed {
 namespace {
 
 constexpr double kGiB = 1073741824.0;
-
-const char* StreamName(int s) {
-  switch (s) {
-    case streams::kCompute: return "compute";
-    case streams::kTensorComm: return "tp-comm";
-    case streams::kPipelineComm: return "pp-send";
-    case streams::kDataComm: return "dp-comm";
-    case streams::kPipelineRecv: return "pp-recv";
-    default: return "stream";
-  }
-}
-
-const char* KindLabel(TaskKind k) {
-  switch (k) {
-    case TaskKind::kCompute: return "compute";
-    case TaskKind::kKernel: return "kernel";
-    case TaskKind::kSend: return "send";
-    case TaskKind::kRecv: return "recv";
-    case TaskKind::kCollective: return "collective";
-  }
-  return "?";
-}
-
-// Where each device sits in the plan: stage, data-parallel rank, tensor-parallel rank.
-struct Placement {
-  std::vector<int> stage, dp_rank, tp_rank;
-};
-Placement PlaceDevices(const Plan& plan, int devices) {
-  Placement p;
-  p.stage.assign(static_cast<size_t>(devices), -1);
-  p.dp_rank.assign(static_cast<size_t>(devices), -1);
-  p.tp_rank.assign(static_cast<size_t>(devices), -1);
-  for (int d = 0; d < plan.dp; ++d) {
-    for (int s = 0; s < plan.pp; ++s) {
-      for (int t = 0; t < plan.tp; ++t) {
-        const size_t dev = static_cast<size_t>(plan.DeviceOf(d, s, t));
-        p.stage[dev] = s;
-        p.dp_rank[dev] = d;
-        p.tp_rank[dev] = t;
-      }
-    }
-  }
-  return p;
-}
 
 }  // namespace
 
@@ -66,7 +23,8 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
                                        Scheduler& scheduler, const SimSettings& settings, bool with_tables) {
   TESTBED_RETURN_IF_ERROR(plan.Validate(static_cast<int>(model.layers.size()), cluster));
   const auto t0 = std::chrono::steady_clock::now();
-  SchedulingContext sctx{model, cluster, plan, train, device_model, settings.compression};
+  SchedulingContext sctx{model, cluster, plan, train, device_model, settings.compression, settings.inputs,
+                         static_cast<int>(std::max<std::int64_t>(1, train.steps))};
   absl::StatusOr<Schedule> schedule = CallPlugin("scheduler", "", [&] { return scheduler.BuildSchedule(sctx); });
   if (!schedule.ok()) return schedule.status();
   if (settings.check_schedule) TESTBED_RETURN_IF_ERROR(schedule->Check());
@@ -77,169 +35,17 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
   opt.record_timeline = with_tables && (settings.timeline == "on" ||
                                         (settings.timeline == "auto" &&
                                          static_cast<std::int64_t>(schedule->size()) <= settings.timeline_max_tasks));
-  SimInputs in{model, cluster, plan, train, device_model, collective};
+  SimInputs in{model, cluster, device_model, collective};
   TESTBED_ASSIGN_OR_RETURN(SimResult r, Simulate(*schedule, in, opt));
   const auto t2 = std::chrono::steady_clock::now();
 
-  const Placement place = PlaceDevices(plan, cluster.num_devices());
-  std::vector<DeviceId> used;
-  for (int d = 0; d < plan.dp; ++d) {
-    for (int s = 0; s < plan.pp; ++s) {
-      for (int t = 0; t < plan.tp; ++t) used.push_back(plan.DeviceOf(d, s, t));
-    }
-  }
-  std::sort(used.begin(), used.end());
-
-  // Memory: refuse a plan whose peak exceeds a device's memory, naming the device.
-  double peak = 0, capacity = std::numeric_limits<double>::infinity();
-  DeviceId worst = -1;
-  double worst_short = 0;
-  for (DeviceId d : used) {
-    const SimDeviceStats& st = r.devices[static_cast<size_t>(d)];
-    const double need = st.memory_peak_bytes + settings.memory_reserve_bytes;
-    const double have = static_cast<double>(cluster.spec_of(d).memory_bytes);
-    peak = std::max(peak, need);
-    capacity = std::min(capacity, have);
-    if (need - have > worst_short) {
-      worst_short = need - have;
-      worst = d;
-    }
-  }
-  if (settings.enforce_memory && worst >= 0) {
-    const SimDeviceStats& st = r.devices[static_cast<size_t>(worst)];
-    const size_t w = static_cast<size_t>(worst);
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "plan does not fit in memory: device %d (%s, stage %d, data-parallel rank %d, tensor rank %d) needs "
-        "%.2f GiB (%.2f GiB weights, gradients and optimizer state, the rest activations%s) of its %.2f GiB: "
-        "short by %.2f GiB",
-        worst, cluster.spec_of(worst).name, place.stage[w], place.dp_rank[w], place.tp_rank[w],
-        (st.memory_peak_bytes + settings.memory_reserve_bytes) / kGiB, st.static_bytes / kGiB,
-        settings.memory_reserve_bytes > 0 ? absl::StrFormat(" and %.2f GiB reserved", settings.memory_reserve_bytes / kGiB) : "",
-        static_cast<double>(cluster.spec_of(worst).memory_bytes) / kGiB, worst_short / kGiB));
-  }
-
-  const double T = r.iteration_time_s;
-  const double samples = static_cast<double>(plan.dp) * static_cast<double>(plan.micro_batches) *
-                         static_cast<double>(plan.micro_batch);
-  const double model_flops = model.TrainFlopsPerSample() * samples;
-  double peak_flops = 0, idle = 0, exposed_max = 0, exposed_sum = 0, compute_max = 0;
-  for (DeviceId d : used) {
-    const SimDeviceStats& st = r.devices[static_cast<size_t>(d)];
-    peak_flops += cluster.spec_of(d).PeakFlops(train.precision);
-    idle += st.idle_s;
-    exposed_max = std::max(exposed_max, st.exposed_comm_s);
-    exposed_sum += st.exposed_comm_s;
-    compute_max = std::max(compute_max, st.compute_s);
-  }
-  const double n_used = static_cast<double>(used.size());
-  // Pipeline start-up: until the last stage starts its first forward (AutoPipe's measure).
-  double startup = 0;
-  bool seen_last = false;
-  for (TaskId t = 0; t < static_cast<TaskId>(schedule->size()); ++t) {
-    const Task& task = schedule->task(t);
-    if (task.kind != TaskKind::kCompute || task.stage != plan.pp - 1 || task.phase != Phase::kForward) continue;
-    const double st = r.task_start_s[static_cast<size_t>(t)];
-    startup = seen_last ? std::min(startup, st) : st;
-    seen_last = true;
-  }
+  if (settings.enforce_memory) TESTBED_RETURN_IF_ERROR(CheckMemory(plan, cluster, r, settings.memory_reserve_bytes));
+  const ReportInputs report{plan, model, cluster, train, *schedule, r, settings.memory_reserve_bytes};
   RunOutput out;
-  MetricSet& m = out.metrics;
-  m.Add("iteration_time_s", T, "s", Better::kLower);
-  m.Add("throughput_samples_per_s", T > 0 ? samples / T : 0, "samples/s", Better::kHigher);
-  m.Add("throughput_tokens_per_s", T > 0 ? samples * static_cast<double>(model.shape.seq_len) / T : 0, "tokens/s",
-        Better::kHigher);
-  m.Add("model_flops_per_iteration", model_flops, "FLOP");
-  m.Add("achieved_tflops_per_device", T > 0 ? model_flops / T / n_used / 1e12 : 0, "TFLOP/s", Better::kHigher);
-  m.Add("mfu", T > 0 && peak_flops > 0 ? model_flops / T / peak_flops : 0, "1", Better::kHigher);
-  m.Add("bubble_fraction", T > 0 ? idle / n_used / T : 0, "1", Better::kLower);
-  m.Add("pipeline_startup_s", startup, "s", Better::kLower);
-  m.Add("exposed_comm_s", exposed_max, "s", Better::kLower);
-  m.Add("exposed_comm_mean_s", exposed_sum / n_used, "s", Better::kLower);
-  m.Add("compute_time_max_s", compute_max, "s", Better::kLower);
-  m.Add("memory_peak_bytes", peak, "B", Better::kLower);
-  m.Add("memory_peak_gib", peak / kGiB, "GiB", Better::kLower);
-  m.Add("memory_capacity_gib", capacity / kGiB, "GiB");
-  m.Add("tp", plan.tp, "devices");
-  m.Add("pp", plan.pp, "stages");
-  m.Add("dp", plan.dp, "replicas");
-  m.Add("virtual_stages", plan.virtual_stages, "chunks");
-  m.Add("micro_batch", static_cast<double>(plan.micro_batch), "samples");
-  m.Add("micro_batches", static_cast<double>(plan.micro_batches), "micro-batches");
-  m.Add("devices", n_used, "devices");
-  m.Add("tasks", static_cast<double>(r.tasks), "tasks");
-  m.Add("schedule_build_s", std::chrono::duration<double>(t1 - t0).count(), "s");
-  m.Add("simulation_wall_s", std::chrono::duration<double>(t2 - t1).count(), "s");
-  if (!with_tables) return out;
-
-  Table dev;
-  dev.name = "per_device";
-  std::vector<std::int64_t> ids, nodes, stage, dpr, tpr, held;
-  std::vector<double> compute, comm, exposed, idle_v, mem, stat;
-  for (DeviceId d : used) {
-    const size_t i = static_cast<size_t>(d);
-    const SimDeviceStats& st = r.devices[i];
-    ids.push_back(d);
-    nodes.push_back(cluster.device(d).node);
-    stage.push_back(place.stage[i]);
-    dpr.push_back(place.dp_rank[i]);
-    tpr.push_back(place.tp_rank[i]);
-    compute.push_back(st.compute_s);
-    comm.push_back(st.comm_s);
-    exposed.push_back(st.exposed_comm_s);
-    idle_v.push_back(st.idle_s);
-    mem.push_back(st.memory_peak_bytes);
-    stat.push_back(st.static_bytes);
-    held.push_back(st.max_micro_batches_held);
-  }
-  dev.columns = {{"device", "", ids},       {"node", "", nodes},         {"stage", "", stage},
-                 {"dp_rank", "", dpr},      {"tp_rank", "", tpr},         {"compute_s", "s", compute},
-                 {"comm_s", "s", comm},     {"exposed_comm_s", "s", exposed}, {"idle_s", "s", idle_v},
-                 {"memory_peak_bytes", "B", mem}, {"static_bytes", "B", stat},
-                 {"micro_batches_held", "micro-batches", held}};
-  out.tables.push_back(std::move(dev));
-
-  Table links;
-  links.name = "per_link";
-  std::vector<std::string> lname, lkind;
-  std::vector<double> lbw, lbytes, lbusy, lutil;
-  for (const Link& l : cluster.links()) {
-    const SimLinkStats& st = r.links[static_cast<size_t>(l.id)];
-    if (st.bytes <= 0) continue;
-    lname.push_back(l.name);
-    lkind.emplace_back(LinkKindName(l.spec.kind));
-    lbw.push_back(l.spec.bandwidth_bytes_per_s);
-    lbytes.push_back(st.bytes);
-    lbusy.push_back(st.busy_s);
-    lutil.push_back(T > 0 ? st.busy_s / T : 0);
-  }
-  links.columns = {{"link", "", lname},          {"kind", "", lkind},       {"bandwidth", "B/s", lbw},
-                   {"bytes", "B", lbytes},      {"busy_s", "s", lbusy},    {"busy_fraction", "1", lutil}};
-  out.tables.push_back(std::move(links));
-
-  if (opt.record_timeline) {
-    Table tl;
-    tl.name = "timeline";
-    std::vector<std::int64_t> task, device, stream;
-    std::vector<double> start, end;
-    std::vector<std::string> kind, label, stream_name;
-    for (const TimelineEvent& e : r.timeline) {
-      task.push_back(e.task);
-      device.push_back(e.device);
-      stream.push_back(e.stream);
-      stream_name.emplace_back(StreamName(e.stream));
-      start.push_back(e.start_s);
-      end.push_back(e.end_s);
-      kind.emplace_back(KindLabel(schedule->task(e.task).kind));
-      label.push_back(schedule->Describe(e.task));
-    }
-    tl.columns = {{"task", "", task},   {"device", "", device}, {"stream", "", stream},
-                  {"stream_name", "", stream_name}, {"start_s", "s", start}, {"end_s", "s", end},
-                  {"kind", "", kind},   {"label", "", label}};
-    out.tables.push_back(std::move(tl));
-  } else {
-    out.notes.push_back(absl::StrCat("timeline not recorded (", schedule->size(),
-                                     " tasks; set [experiment] timeline = \"on\" to keep it)"));
-  }
+  out.metrics = SimMetrics(report);
+  out.metrics.Add("schedule_build_s", std::chrono::duration<double>(t1 - t0).count(), "s");
+  out.metrics.Add("simulation_wall_s", std::chrono::duration<double>(t2 - t1).count(), "s");
+  if (with_tables) SimTables(report, opt.record_timeline, out);
   return out;
 }
 

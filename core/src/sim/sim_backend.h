@@ -1,6 +1,6 @@
-// Backend "sim": plans a run (partitioner, with the simulator available to searching
-// planners through PlanningContext::evaluate), builds the schedule, simulates one training
-// iteration and reports time, throughput, FLOP/s and MFU, bubbles, exposed communication,
+// Backend "sim": plans a run (the planning chain, with the simulator available to searching
+// planners through PlanningContext::evaluate), builds the schedule, simulates `train.steps`
+// training iterations and reports time, throughput, FLOP/s and MFU, bubbles, exposed communication,
 // memory peaks (refusing plans that do not fit), link traffic and the timeline.
 #pragma once
 
@@ -21,6 +21,7 @@ struct SimSettings {
   std::int64_t timeline_max_tasks = 200000;
   std::string timeline = "auto";  // from [experiment] timeline
   const GradientCompression* compression = nullptr;  // the run's compressor, if any
+  const StepInputs* inputs = nullptr;                // per-iteration inputs the planning chain filled
 };
 
 // Simulates `plan` with `scheduler` and returns the run's metrics and tables. The same

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "testbed/memory_model.h"
+#include "sim/task_costs.h"
 #include "testbed/status_macros.h"
 
 namespace testbed {
@@ -56,7 +56,7 @@ class Engine {
     TESTBED_RETURN_IF_ERROR(Prepare());
     // Every stream's first task has reached its head.
     for (DeviceId d = 0; d < s_.num_devices(); ++d) {
-      for (int st = 0; st < streams::kCount + 4; ++st) {
+      for (int st = 0; st < s_.streams_used(); ++st) {
         const auto& order = s_.Order(d, st);
         if (!order.empty()) Arrive(order.front());
       }
@@ -110,7 +110,7 @@ class Engine {
       if (task.kind == TaskKind::kRecv) recv_of_send_[static_cast<size_t>(task.match)] = t;
     }
     for (DeviceId d = 0; d < devices; ++d) {
-      for (int st = 0; st < streams::kCount + 4; ++st) {
+      for (int st = 0; st < s_.streams_used(); ++st) {
         const auto& order = s_.Order(d, st);
         for (size_t k = 0; k < order.size(); ++k) {
           ++wait_[static_cast<size_t>(order[k])];  // reaching the head of this stream
@@ -133,7 +133,7 @@ class Engine {
       }
       fill = succ_count;
       for (DeviceId d = 0; d < devices; ++d) {
-        for (int st = 0; st < streams::kCount + 4; ++st) {
+        for (int st = 0; st < s_.streams_used(); ++st) {
           const auto& order = s_.Order(d, st);
           for (size_t k = 0; k + 1 < order.size(); ++k) {
             successors_[static_cast<size_t>(fill[static_cast<size_t>(order[k])]++)] = order[k + 1];
@@ -157,143 +157,32 @@ class Engine {
     link_since_.assign(links.size(), 0.0);
     link_stats_.assign(links.size(), SimLinkStats{});
     mark_.assign(0, 0);
-    // Static memory of each device in the plan.
-    const Plan& plan = in_.plan;
-    int max_mb = 0;
-    for (const Task& task : s_.tasks()) max_mb = std::max(max_mb, task.micro_batch + 1);
+    // Static memory of each device, and the key space of micro-batches held.
+    int max_mb = 0, max_chunk = 0;
+    for (const Task& task : s_.tasks()) {
+      max_mb = std::max(max_mb, task.micro_batch + 1);
+      max_chunk = std::max(max_chunk, task.chunk + 1);
+    }
     held_key_stride_ = max_mb;
+    held_chunks_ = max_chunk;
     held_.assign(static_cast<size_t>(devices), {});
     held_now_.assign(static_cast<size_t>(devices), 0);
-    for (int d = 0; d < plan.dp; ++d) {
-      for (int st = 0; st < plan.pp; ++st) {
-        const double params = StageParams(plan, in_.model, st);
-        const StaticMemory m = StaticBytes(params, in_.train.precision, in_.train.optimizer, plan.zero_stage, plan.dp);
-        for (int t = 0; t < plan.tp; ++t) {
-          const DeviceId dev = plan.DeviceOf(d, st, t);
-          stats_[static_cast<size_t>(dev)].static_bytes = m.total();
-          mem_now_[static_cast<size_t>(dev)] = m.total();
-          stats_[static_cast<size_t>(dev)].memory_peak_bytes = m.total();
-        }
-      }
+    for (DeviceId d = 0; d < devices; ++d) {
+      const double b = s_.static_bytes(d);
+      stats_[static_cast<size_t>(d)].static_bytes = b;
+      mem_now_[static_cast<size_t>(d)] = b;
+      stats_[static_cast<size_t>(d)].memory_peak_bytes = b;
     }
     return absl::OkStatus();
   }
 
-  // Durations of compute tasks, memory deltas, and communication plans, cached: most tasks
-  // repeat (every micro-batch, every data-parallel replica).
   absl::Status PrepareCosts() {
-    const Plan& plan = in_.plan;
-    const bool selective = plan.recompute == RecomputeMode::kSelective;
-    struct Key {
-      int spec, first, end, phase;
-      float fraction;
-      int tp;
-      bool operator==(const Key&) const = default;
-    };
-    struct KeyHash {
-      size_t operator()(const Key& k) const noexcept {
-        std::uint64_t h = static_cast<std::uint64_t>(k.spec) * 1000003u ^ static_cast<std::uint64_t>(k.first) * 7919u ^
-                          static_cast<std::uint64_t>(k.end) * 104729u ^ static_cast<std::uint64_t>(k.phase) * 31u ^
-                          static_cast<std::uint64_t>(k.tp) * 131u;
-        std::uint32_t fb;
-        std::memcpy(&fb, &k.fraction, sizeof fb);
-        return static_cast<size_t>(h ^ (static_cast<std::uint64_t>(fb) << 20));
-      }
-    };
-    struct Cost {
-      double time, act, ckpt;
-    };
-    std::unordered_map<Key, Cost, KeyHash> compute_cache;
-    std::map<std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId>, std::unique_ptr<CommPlan>>& cache = plans_;
-    for (TaskId t = 0; t < n_; ++t) {
-      const Task& task = s_.task(t);
-      const size_t i = static_cast<size_t>(t);
-      switch (task.kind) {
-        case TaskKind::kCompute: {
-          const int tp = plan.layer_tp.empty() ? plan.tp : plan.layer_tp[static_cast<size_t>(task.first_layer)];
-          // A gang runs at the pace of its slowest member (heterogeneous TP groups).
-          double time = 0, act = 0, ckpt = 0;
-          int last_spec = -1;
-          for (DeviceId member : s_.DevicesOf(t)) {
-            const int spec = in_.cluster.device(member).spec_index;
-            if (spec == last_spec) continue;
-            last_spec = spec;
-            const Key key{spec, task.first_layer, task.end_layer, static_cast<int>(task.phase) * 2 + task.checkpoint,
-                          task.fraction, tp};
-            auto it = compute_cache.find(key);
-            if (it == compute_cache.end()) {
-              const DeviceSpec& dev = in_.cluster.spec_of(member);
-              Cost c{0, 0, 0};
-              const double samples = static_cast<double>(plan.micro_batch) * task.fraction;
-              for (int l = task.first_layer; l < task.end_layer; ++l) {
-                const Layer& layer = in_.model.layers[static_cast<size_t>(l)];
-                LayerWork w{&layer, task.phase, plan.micro_batch, tp, plan.sequence_parallel, in_.train.precision,
-                            task.fraction, selective && task.phase == Phase::kBackward};
-                auto lt = in_.device_model.LayerTime(w, dev);
-                if (!lt.ok()) {
-                  return absl::Status(lt.status().code(), absl::StrCat("device model on ", s_.Describe(t), ": ",
-                                                                       lt.status().message()));
-                }
-                c.time += *lt;
-                c.act += ActivationBytes(layer, samples, tp, plan.sequence_parallel, selective);
-                c.ckpt += CheckpointBytes(layer, samples, tp, plan.sequence_parallel);
-              }
-              it = compute_cache.emplace(key, c).first;
-            }
-            time = std::max(time, it->second.time);
-            act = it->second.act;
-            ckpt = it->second.ckpt;
-          }
-          duration_[i] = time;
-          switch (task.phase) {
-            case Phase::kForward:
-              mem_start_[i] = act;
-              mem_end_[i] = task.checkpoint ? ckpt - act : 0.0;
-              break;
-            case Phase::kRecompute:
-              mem_start_[i] = act;
-              mem_end_[i] = -ckpt;
-              break;
-            case Phase::kBackward:
-              mem_end_[i] = -act;
-              break;
-          }
-          break;
-        }
-        case TaskKind::kKernel: {
-          auto kt = in_.device_model.KernelTime(task.flops, task.kernel_bytes, Precision::kFp32,
-                                                in_.cluster.spec_of(task.device));
-          if (!kt.ok()) {
-            return absl::Status(kt.status().code(), absl::StrCat("device model on ", s_.Describe(t), ": ",
-                                                                 kt.status().message()));
-          }
-          duration_[i] = *kt;
-          break;
-        }
-        case TaskKind::kSend:
-        case TaskKind::kCollective: {
-          if (opt_.free_communication) break;
-          const bool p2p = task.kind == TaskKind::kSend;
-          const auto key = std::tuple(p2p ? -1 : static_cast<int>(task.op), p2p ? -1 : task.group, task.bytes,
-                                      p2p ? task.device : -1, p2p ? task.peer : -1);
-          auto it = cache.find(key);
-          if (it == cache.end()) {
-            auto plan_or = p2p ? in_.collective.PlanTransfer(task.device, task.peer, task.bytes, in_.cluster)
-                               : in_.collective.PlanCollective(task.op, s_.groups()[static_cast<size_t>(task.group)],
-                                                               task.bytes, in_.cluster);
-            if (!plan_or.ok()) {
-              return absl::Status(plan_or.status().code(), absl::StrCat("collective model on ", s_.Describe(t), ": ",
-                                                                        plan_or.status().message()));
-            }
-            it = cache.emplace(key, std::make_unique<CommPlan>(std::move(*plan_or))).first;
-          }
-          comm_[i] = it->second.get();
-          break;
-        }
-        case TaskKind::kRecv:
-          break;
-      }
-    }
+    TESTBED_RETURN_IF_ERROR(costs_.Prepare(s_, in_.model, in_.cluster, in_.device_model, in_.collective,
+                                           opt_.free_communication));
+    duration_ = std::move(costs_.duration);
+    mem_start_ = std::move(costs_.mem_start);
+    mem_end_ = std::move(costs_.mem_end);
+    comm_ = std::move(costs_.comm);
     return absl::OkStatus();
   }
 
@@ -314,7 +203,7 @@ class Engine {
       return;
     }
     MarkStarted(t);
-    if (task.kind == TaskKind::kCollective) {
+    if (task.kind == TaskKind::kCollective || task.kind == TaskKind::kCopy) {
       StartComm(t, -1);
       return;
     }
@@ -380,7 +269,8 @@ class Engine {
   void Hold(const Task& task, DeviceId dev, int delta) {
     const size_t d = static_cast<size_t>(dev);
     auto& live = held_[d];
-    const size_t key = static_cast<size_t>(task.chunk) * static_cast<size_t>(held_key_stride_) +
+    const size_t key = (static_cast<size_t>(task.iteration) * static_cast<size_t>(held_chunks_) +
+                        static_cast<size_t>(task.chunk)) * static_cast<size_t>(held_key_stride_) +
                        static_cast<size_t>(task.micro_batch);
     if (live.size() <= key) live.resize(key + 1, 0);
     int& count = live[key];
@@ -590,6 +480,11 @@ class Engine {
     r.devices = std::move(stats_);
     r.links = std::move(link_stats_);
     r.timeline = std::move(timeline_);
+    r.iteration_end_s.assign(static_cast<size_t>(s_.iterations()), 0.0);
+    for (TaskId t = 0; t < n_; ++t) {
+      double& e = r.iteration_end_s[static_cast<size_t>(s_.task(t).iteration)];
+      e = std::max(e, end_[static_cast<size_t>(t)]);
+    }
     r.task_start_s = std::move(start_);
     r.task_end_s = std::move(end_);
     r.tasks = n_;
@@ -611,7 +506,6 @@ class Engine {
   std::vector<const CommPlan*> comm_;
   std::vector<TaskId> recv_of_send_;
   std::vector<std::int32_t> dep_begin_, dependents_, succ_begin_, successors_;
-  std::map<std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId>, std::unique_ptr<CommPlan>> plans_;
   std::vector<TaskId> pair_of_;  // send -> its receive while the pair is in flight
   std::vector<Activity> acts_;
   std::vector<std::uint32_t> mark_;
@@ -634,6 +528,8 @@ class Engine {
   std::vector<std::vector<int>> held_;
   std::vector<int> held_now_;
   std::int64_t held_key_stride_ = 1;
+  std::int64_t held_chunks_ = 1;
+  sim::TaskCosts costs_;
 };
 
 }  // namespace

@@ -1,9 +1,11 @@
 // The discrete-event simulator (DESIGN.md §4): runs a Schedule on a modelled cluster.
 // Each device has streams that run their tasks in order and overlap each other; compute
-// tasks take the device model's time; communication tasks follow the collective model's
-// phases over the cluster's links, and transfers that share a link share its bandwidth
-// fairly (progressive re-rating whenever a transfer starts or ends). Deterministic: ties
-// are broken by the order events were created.
+// tasks take the device model's time; communication tasks (transfers, collectives, host
+// copies) follow the collective model's phases over the cluster's links, and transfers that
+// share a link share its bandwidth fairly (progressive re-rating whenever a transfer starts
+// or ends). The schedule describes its own work (schedule.h), so the simulator needs the
+// model's layers and the cluster, not the plan. Deterministic: ties are broken by the order
+// events were created.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +16,6 @@
 #include "testbed/collective.h"
 #include "testbed/device_model.h"
 #include "testbed/model_graph.h"
-#include "testbed/plan.h"
 #include "testbed/schedule.h"
 
 namespace testbed {
@@ -22,8 +23,6 @@ namespace testbed {
 struct SimInputs {
   const ModelGraph& model;
   const Cluster& cluster;
-  const Plan& plan;
-  const TrainSettings& train;
   const DeviceModel& device_model;
   const Collective& collective;
 };
@@ -63,7 +62,9 @@ struct TimelineEvent {
 };
 
 struct SimResult {
-  double iteration_time_s = 0;
+  double iteration_time_s = 0;  // the whole schedule: every iteration it covers
+  // When each iteration's last task ended (one entry per iteration of the schedule).
+  std::vector<double> iteration_end_s;
   std::vector<SimDeviceStats> devices;  // by DeviceId (devices outside the plan stay zero)
   std::vector<SimLinkStats> links;      // by LinkId
   std::vector<TimelineEvent> timeline;  // when recorded

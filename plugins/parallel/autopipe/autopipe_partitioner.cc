@@ -31,7 +31,7 @@ absl::StatusOr<Plan> AutoPipePartitioner::Partition(const PlanningContext& ctx) 
     TESTBED_ASSIGN_OR_RETURN(SearchResult found, SearchPlans(ctx, space, rule));
     plan = std::move(found.plan);
     // The rule ran for every candidate; report the chosen plan's own figures.
-    TESTBED_RETURN_IF_ERROR(rule(plan.pp, plan.virtual_stages).status());
+    TESTBED_RETURN_IF_ERROR(rule(plan.pp(), plan.virtual_stages()).status());
   } else {
     TESTBED_ASSIGN_OR_RETURN(plan, MakePlan(ctx, ctx.parallel.tp, ctx.parallel.pp, ctx.parallel.dp,
                                             ctx.parallel.virtual_stages, ctx.train.micro_batch,

@@ -22,11 +22,10 @@ absl::StatusOr<std::unique_ptr<Scheduler>> SlicerScheduler::Make(const ParamSet&
   return std::make_unique<SlicerScheduler>(expand, static_cast<int>(sliced), static_cast<int>(parts));
 }
 
-absl::StatusOr<PipelineProgram> SlicerScheduler::Program(const SchedulingContext& ctx) const {
+absl::StatusOr<PipelineProgram> SlicerScheduler::Program(const SchedulingContext& ctx, int m) const {
   const Plan& plan = ctx.plan;
-  if (plan.virtual_stages != 1) return absl::InvalidArgumentError("autopipe.slicer runs one model chunk per stage");
-  const int pp = plan.pp;
-  const int m = static_cast<int>(plan.micro_batches);
+  if (plan.virtual_stages() != 1) return absl::InvalidArgumentError("autopipe.slicer runs one model chunk per stage");
+  const int pp = plan.pp();
   if (sliced_ >= 0) return SlicedOneFOneB(pp, m, sliced_, parts_);
 
   // Stage compute per phase and fraction, from the device model (cached: two fractions).
@@ -41,7 +40,7 @@ absl::StatusOr<PipelineProgram> SlicerScheduler::Program(const SchedulingContext
     const int end = recompute_only ? st.first_layer + st.recompute_layers : st.end_layer;
     double t = 0;
     for (int l = st.first_layer; l < end; ++l) {
-      LayerWork w{&ctx.model.layers[static_cast<size_t>(l)], phase, plan.micro_batch, plan.tp, plan.sequence_parallel,
+      LayerWork w{&ctx.model.layers[static_cast<size_t>(l)], phase, plan.micro_batch, plan.tp(0), plan.sequence_parallel,
                   ctx.train.precision, fraction, selective && phase == Phase::kBackward};
       auto lt = ctx.device_model.LayerTime(w, dev);
       if (!lt.ok()) {
@@ -74,7 +73,7 @@ absl::StatusOr<PipelineProgram> SlicerScheduler::Program(const SchedulingContext
   for (int s = 0; s + 1 < pp; ++s) {
     const Layer& out = ctx.model.layers[static_cast<size_t>(plan.Chunk(s, 0).end_layer - 1)];
     double bytes = static_cast<double>(out.output_bytes_per_sample) * static_cast<double>(plan.micro_batch);
-    if (plan.sequence_parallel) bytes /= plan.tp;
+    if (plan.sequence_parallel) bytes /= plan.tp(0);
     const DeviceId a = plan.DeviceOf(0, s, 0), b = plan.DeviceOf(0, s + 1, 0);
     const double bw = ctx.cluster.PathBandwidth(a, b);
     transfer[static_cast<size_t>(s)] = (bw > 0 ? bytes / bw : 0.0) + ctx.cluster.PathLatency(a, b);
@@ -85,8 +84,7 @@ absl::StatusOr<PipelineProgram> SlicerScheduler::Program(const SchedulingContext
 }
 
 absl::StatusOr<Schedule> SlicerScheduler::BuildSchedule(const SchedulingContext& ctx) {
-  TESTBED_ASSIGN_OR_RETURN(PipelineProgram program, Program(ctx));
-  return ExpandPipeline(ctx, program, expand_);
+  return ExpandPipeline(ctx, ProgramSource([this, &ctx](int m) { return Program(ctx, m); }), expand_);
 }
 
 }  // namespace testbed::autopipe

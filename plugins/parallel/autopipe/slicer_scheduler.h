@@ -16,7 +16,8 @@ class SlicerScheduler final : public Scheduler {
   [[nodiscard]] absl::StatusOr<Schedule> BuildSchedule(const SchedulingContext& ctx) override;
 
   // The program BuildSchedule expands (exposed for tests and tools).
-  [[nodiscard]] absl::StatusOr<PipelineProgram> Program(const SchedulingContext& ctx) const;
+  // The program for replicas of `micro_batches` micro-batches.
+  [[nodiscard]] absl::StatusOr<PipelineProgram> Program(const SchedulingContext& ctx, int micro_batches) const;
 
   [[nodiscard]] static std::vector<ParamSpec> Params();
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Scheduler>> Make(const ParamSet& params);

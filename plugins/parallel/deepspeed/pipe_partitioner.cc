@@ -38,7 +38,7 @@ absl::StatusOr<Plan> PipePartitioner::Partition(const PlanningContext& ctx) {
     TESTBED_ASSIGN_OR_RETURN(Plan plan, MakePlan(local, ctx.parallel.tp, ctx.parallel.pp, ctx.parallel.dp,
                                                  ctx.parallel.virtual_stages, ctx.train.micro_batch,
                                                  ctx.parallel.recompute, rule));
-    if (plan.pp > 1) plan.zero_stage = std::min(plan.zero_stage, 1);
+    if (plan.pp() > 1) plan.zero_stage = std::min(plan.zero_stage, 1);
     return plan;
   }
   SearchSpace space = DefaultSearchSpace(local);

@@ -11,10 +11,12 @@ class GPipe final : public Scheduler {
  public:
   explicit GPipe(ExpandOptions o) : o_(o) {}
   [[nodiscard]] absl::StatusOr<Schedule> BuildSchedule(const SchedulingContext& ctx) override {
-    if (ctx.plan.virtual_stages != 1) {
+    if (ctx.plan.virtual_stages() != 1) {
       return absl::InvalidArgumentError("gpipe runs one model chunk per stage; the plan has virtual stages");
     }
-    return ExpandPipeline(ctx, GPipeProgram(ctx.plan.pp, static_cast<int>(ctx.plan.micro_batches)), o_);
+    const int pp = ctx.plan.pp();
+    return ExpandPipeline(
+        ctx, ProgramSource([pp](int m) -> absl::StatusOr<PipelineProgram> { return GPipeProgram(pp, m); }), o_);
   }
 
  private:

@@ -12,11 +12,12 @@ absl::StatusOr<MetricSet> MerakPartitioner::Finish(const PlanningContext& ctx, P
   if (o_.proxy_graph_stages) {
     const DeviceSpec& device = ctx.cluster.spec_of(plan.DeviceOf(0, 0, 0));
     TESTBED_ASSIGN_OR_RETURN(std::vector<double> costs,
-                             LayerCosts(ctx.model, ctx.device_model, device, plan.tp, plan.micro_batch,
+                             LayerCosts(ctx.model, ctx.device_model, device, plan.tp(0), plan.micro_batch,
                                         plan.sequence_parallel, ctx.train.precision));
-    TESTBED_ASSIGN_OR_RETURN(plan.stages, BalancedStages(costs, plan.pp * plan.virtual_stages));
+    TESTBED_ASSIGN_OR_RETURN(std::vector<StageSpec> chunks, BalancedStages(costs, plan.pp() * plan.virtual_stages()));
+    plan.SetChunks(chunks);
   }
-  plan.hints["tp_chunks"] = plan.tp > 1 ? o_.tp_chunks : 1;
+  plan.knobs.tp_chunks = plan.tp(0) > 1 ? o_.tp_chunks : 1;
   TESTBED_ASSIGN_OR_RETURN(RecomputeChoice choice,
                            ChooseRecompute(ctx, plan, o_.recompute, o_.shifted_critical_path, ctx.evaluate));
   evaluations_ += choice.evaluations;
@@ -61,14 +62,14 @@ absl::StatusOr<Plan> MerakPartitioner::Partition(const PlanningContext& outer) {
   wrapped.evaluate = [&](const Plan& candidate) -> absl::StatusOr<MetricSet> {
     Plan plan = candidate;
     TESTBED_ASSIGN_OR_RETURN(MetricSet metrics, Finish(ctx, plan));
-    finished[{plan.tp, plan.pp, plan.micro_batch}] = std::move(plan);
+    finished[{plan.tp(0), plan.pp(), plan.micro_batch}] = std::move(plan);
     return metrics;
   };
   SearchSpace space = DefaultSearchSpace(ctx);
   space.recompute = {RecomputeMode::kFull};
   space.chunks = 1;
   TESTBED_ASSIGN_OR_RETURN(SearchResult found, SearchPlans(wrapped, space, rule));
-  auto it = finished.find({found.plan.tp, found.plan.pp, found.plan.micro_batch});
+  auto it = finished.find({found.plan.tp(0), found.plan.pp(), found.plan.micro_batch});
   if (it == finished.end()) return absl::InternalError("merak: the chosen plan was never finished");
   Plan plan = std::move(it->second);
   plan.planner_metrics.Merge(found.plan.planner_metrics);

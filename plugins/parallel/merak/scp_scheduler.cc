@@ -40,23 +40,23 @@ absl::StatusOr<std::unique_ptr<Scheduler>> ShiftedCriticalPathScheduler::Make(co
 
 absl::StatusOr<Schedule> ShiftedCriticalPathScheduler::BuildSchedule(const SchedulingContext& ctx) {
   const Plan& plan = ctx.plan;
-  if (plan.virtual_stages != 1) {
+  if (plan.virtual_stages() != 1) {
     return absl::InvalidArgumentError("merak.shifted_critical_path runs one model chunk per stage");
   }
   ExpandOptions expand = expand_;
   // Sub-pipelined tensor parallelism is a planner decision (Merak's partitioner sets it).
-  if (auto it = plan.hints.find("tp_chunks"); it != plan.hints.end() && it->second >= 1) {
-    expand.tp_chunks = static_cast<int>(std::lround(it->second));
+  if (plan.knobs.tp_chunks >= 1) {
+    expand.tp_chunks = plan.knobs.tp_chunks;
     expand.tp_overlap = expand.tp_overlap || expand.tp_chunks > 1;
   }
-  const int m = static_cast<int>(plan.micro_batches);
-  PipelineProgram program;
-  if (shifted_) {
-    TESTBED_ASSIGN_OR_RETURN(program, ShiftedCriticalPathProgram(plan.pp, m, scp_));
-  } else {
-    program = OneFOneBProgram(plan.pp, m);
-  }
-  return ExpandPipeline(ctx, program, expand);
+  const int pp = plan.pp();
+  const bool shifted = shifted_;
+  const auto scp = scp_;
+  ProgramSource programs = [pp, shifted, scp](int m) -> absl::StatusOr<PipelineProgram> {
+    if (shifted) return ShiftedCriticalPathProgram(pp, m, scp);
+    return OneFOneBProgram(pp, m);
+  };
+  return ExpandPipeline(ctx, programs, expand);
 }
 
 }  // namespace testbed::merak

@@ -32,9 +32,9 @@ int RecomputeLayers(double r, int n) noexcept {
 
 void ApplyRatios(Plan& plan, const std::vector<double>& ratios) {
   bool any = false;
-  for (int s = 0; s < plan.pp; ++s) {
-    for (int c = 0; c < plan.virtual_stages; ++c) {
-      StageSpec& st = plan.stages[static_cast<size_t>(c * plan.pp + s)];
+  for (int s = 0; s < plan.pp(); ++s) {
+    for (int c = 0; c < plan.virtual_stages(); ++c) {
+      StageSpec& st = plan.MutableChunk(s, c);
       st.recompute_layers = RecomputeLayers(ratios[static_cast<size_t>(s)], st.end_layer - st.first_layer);
       any = any || st.recompute_layers > 0;
     }

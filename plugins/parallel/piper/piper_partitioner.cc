@@ -63,7 +63,7 @@ absl::StatusOr<Plan> PiperPartitioner::Partition(const PlanningContext& ctx) {
   auto apply_recompute = [&](Plan& plan) {
     bool any = false;
     for (size_t s = 0; s < plan.stages.size() && s < recompute.size(); ++s) {
-      StageSpec& st = plan.stages[s];
+      StageSpec& st = plan.stages[s].chunks.front();
       st.recompute_layers = recompute[s] ? st.end_layer - st.first_layer : 0;
       any = any || recompute[s];
     }
@@ -90,7 +90,7 @@ absl::StatusOr<Plan> PiperPartitioner::Partition(const PlanningContext& ctx) {
     }
     TESTBED_ASSIGN_OR_RETURN(SearchResult found, SearchPlans(wrapped, space, rule));
     plan = std::move(found.plan);
-    TESTBED_RETURN_IF_ERROR(rule(plan.pp, 1).status());  // the chosen plan's own choices
+    TESTBED_RETURN_IF_ERROR(rule(plan.pp(), 1).status());  // the chosen plan's own choices
   } else {
     TESTBED_ASSIGN_OR_RETURN(plan, MakePlan(ctx, ctx.parallel.tp, ctx.parallel.pp, ctx.parallel.dp, 1,
                                             ctx.train.micro_batch, RecomputeMode::kNone, rule));

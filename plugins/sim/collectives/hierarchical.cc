@@ -87,4 +87,9 @@ absl::StatusOr<CommPlan> Hierarchical::PlanTransfer(DeviceId src, DeviceId dst, 
   return TransferPlan(src, dst, static_cast<double>(bytes), cluster, tuning_);
 }
 
+absl::StatusOr<CommPlan> Hierarchical::PlanAllToAllV(const std::vector<DeviceId>& group, std::span<const std::int64_t> bytes,
+                                                const Cluster& cluster) const {
+  return DirectAllToAllV(group, bytes, cluster, tuning_);
+}
+
 }  // namespace testbed::collectives

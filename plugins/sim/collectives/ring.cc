@@ -67,6 +67,36 @@ CommPlan TransferPlan(DeviceId src, DeviceId dst, double bytes, const Cluster& c
   return plan;
 }
 
+absl::StatusOr<CommPlan> DirectAllToAllV(const std::vector<DeviceId>& group, std::span<const std::int64_t> bytes,
+                                         const Cluster& cluster, const CommTuning& tuning) {
+  if (auto s = CheckArgs(group, 0, cluster); !s.ok()) return s;
+  const size_t n = group.size();
+  if (bytes.size() != n * n) {
+    return absl::InvalidArgumentError(absl::StrCat("all-to-all-v over ", n, " members needs ", n * n, " sizes, got ",
+                                                   bytes.size()));
+  }
+  CommPlan plan;
+  plan.algorithm = "direct";
+  PhaseBuilder b(cluster, tuning);
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const std::int64_t v = bytes[i * n + j];
+      if (v < 0) return absl::InvalidArgumentError(absl::StrCat("all-to-all-v: negative size ", v, " from member ", i, " to ", j));
+      if (i == j || v == 0) continue;
+      b.Message(group[i], group[j], static_cast<double>(v));
+      any = true;
+    }
+  }
+  if (any) plan.phases.push_back(b.Build(1));
+  return plan;
+}
+
+absl::StatusOr<CommPlan> Ring::PlanAllToAllV(const std::vector<DeviceId>& group, std::span<const std::int64_t> bytes,
+                                             const Cluster& cluster) const {
+  return DirectAllToAllV(group, bytes, cluster, tuning_);
+}
+
 absl::StatusOr<CommPlan> Ring::PlanCollective(CollectiveOp op, const std::vector<DeviceId>& group, std::int64_t bytes,
                                               const Cluster& cluster) const {
   if (auto s = CheckArgs(group, bytes, cluster); !s.ok()) return s;

@@ -14,6 +14,9 @@ class Ring final : public Collective {
                                                         std::int64_t bytes, const Cluster& cluster) const override;
   [[nodiscard]] absl::StatusOr<CommPlan> PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
                                                       const Cluster& cluster) const override;
+  [[nodiscard]] absl::StatusOr<CommPlan> PlanAllToAllV(const std::vector<DeviceId>& group,
+                                                       std::span<const std::int64_t> bytes,
+                                                       const Cluster& cluster) const override;
 
  private:
   CommTuning tuning_;
@@ -24,6 +27,12 @@ class Ring final : public Collective {
 // Plans on rings and direct exchanges, for any op; used by the other algorithms too.
 [[nodiscard]] CommPlan RingPlan(CollectiveOp op, const std::vector<DeviceId>& group, double bytes,
                                 const Cluster& cluster, const CommTuning& tuning);
+// All-to-all-v as one direct phase: every member sends bytes[i * n + j] to member j at once,
+// so the time is the most loaded link's bytes over its bandwidth, plus the slowest path's
+// latency. Errors: InvalidArgument unless bytes has n x n entries, none negative.
+[[nodiscard]] absl::StatusOr<CommPlan> DirectAllToAllV(const std::vector<DeviceId>& group,
+                                                       std::span<const std::int64_t> bytes, const Cluster& cluster,
+                                                       const CommTuning& tuning);
 [[nodiscard]] CommPlan TransferPlan(DeviceId src, DeviceId dst, double bytes, const Cluster& cluster,
                                     const CommTuning& tuning);
 

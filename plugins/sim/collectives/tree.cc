@@ -45,4 +45,9 @@ absl::StatusOr<CommPlan> Tree::PlanTransfer(DeviceId src, DeviceId dst, std::int
   return TransferPlan(src, dst, static_cast<double>(bytes), cluster, tuning_);
 }
 
+absl::StatusOr<CommPlan> Tree::PlanAllToAllV(const std::vector<DeviceId>& group, std::span<const std::int64_t> bytes,
+                                                const Cluster& cluster) const {
+  return DirectAllToAllV(group, bytes, cluster, tuning_);
+}
+
 }  // namespace testbed::collectives

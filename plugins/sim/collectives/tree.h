@@ -15,6 +15,9 @@ class Tree final : public Collective {
                                                         std::int64_t bytes, const Cluster& cluster) const override;
   [[nodiscard]] absl::StatusOr<CommPlan> PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
                                                       const Cluster& cluster) const override;
+  [[nodiscard]] absl::StatusOr<CommPlan> PlanAllToAllV(const std::vector<DeviceId>& group,
+                                                       std::span<const std::int64_t> bytes,
+                                                       const Cluster& cluster) const override;
 
  private:
   CommTuning tuning_;

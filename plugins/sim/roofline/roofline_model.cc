@@ -28,6 +28,7 @@ absl::StatusOr<double> RooflineModel::LayerTime(const LayerWork& work, const Dev
     return absl::InvalidArgumentError("layer work needs a layer, micro_batch >= 1 and tp >= 1");
   }
   const std::vector<Kernel> kernels = LayerKernels(work);
+  if (kernels.empty() && work.part == LayerPart::kMoeExperts) return 0.0;  // no tokens reached this rank
   if (kernels.empty()) {
     return absl::UnimplementedError(absl::StrCat("roofline: no kernels for a ", LayerKindName(work.layer->kind), " layer"));
   }

@@ -33,7 +33,7 @@ class KindDeviceModel final : public DeviceModel {
 
 double MaxStageLoad(const ModelGraph& model, const Plan& plan, const KindDeviceModel& dm, const DeviceSpec& dev) {
   double worst = 0;
-  for (const StageSpec& st : plan.stages) {
+  for (const StageSpec& st : plan.Chunks()) {
     double load = 0;
     for (int l = st.first_layer; l < st.end_layer; ++l) {
       LayerWork w{&model.layers[static_cast<size_t>(l)], Phase::kForward, 1, 1, false, Precision::kFp16, 1.0, false};
@@ -58,16 +58,16 @@ TEST(AutoPipePartitioner, ReturnsAValidPlanOfItsPartition) {
     auto plan = ap.Partition(ctx);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_TRUE(plan->Validate(static_cast<int>(model.layers.size()), cluster).ok());
-    EXPECT_EQ(plan->pp, pp);
+    EXPECT_EQ(plan->pp(), pp);
     auto times = SubLayerTimes(model, dm, cluster.spec_of(0), 1, 1, false, Precision::kFp16);
     ASSERT_TRUE(times.ok());
     auto part = PlanPartition(times->fwd, times->bwd, pp);
     ASSERT_TRUE(part.ok());
     const std::vector<StageSpec> want = StagesFromCounts(*times, part->counts);
-    ASSERT_EQ(plan->stages.size(), want.size());
+    ASSERT_EQ(plan->Chunks().size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(plan->stages[i].first_layer, want[i].first_layer);
-      EXPECT_EQ(plan->stages[i].end_layer, want[i].end_layer);
+      EXPECT_EQ(plan->Chunks()[i].first_layer, want[i].first_layer);
+      EXPECT_EQ(plan->Chunks()[i].end_layer, want[i].end_layer);
     }
   }
 }

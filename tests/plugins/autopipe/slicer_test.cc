@@ -18,7 +18,7 @@ PipelineProgram SlicerProgram(const ModelGraph& model, const Plan& plan, const C
   testing::ConstantDeviceModel dm(kLayer);
   SchedulingContext ctx{model, cluster, plan, train, dm};
   SlicerScheduler slicer(ExpandOptions{}, -1, parts);
-  auto program = slicer.Program(ctx);
+  auto program = slicer.Program(ctx, static_cast<int>(plan.MicroBatches(0, 0)));
   EXPECT_TRUE(program.ok()) << program.status();
   return *program;
 }

@@ -17,15 +17,14 @@ inline constexpr double kLayer = 1e-3;  // forward of one attention or MLP layer
 
 // A one-chunk plan over `blocks_per_stage` (embedding with the first stage, head with the last).
 inline Plan PlanWithBlocks(const ModelGraph& model, const std::vector<int>& blocks_per_stage, int micro_batches) {
-  Plan p;
-  p.pp = static_cast<int>(blocks_per_stage.size());
-  p.micro_batches = micro_batches;
+  GridSpec g;
+  g.pp = static_cast<int>(blocks_per_stage.size());
+  g.micro_batches = micro_batches;
   std::vector<int> units = blocks_per_stage;
   units.front() += 1;
   units.back() += 1;
-  p.stages = StagesFromUnitCounts(model, units);
-  p.device_map = DefaultDeviceMap(1, p.pp, 1);
-  return p;
+  g.chunks = StagesFromUnitCounts(model, units);
+  return GridPlan(g);
 }
 
 struct FullSimResult {
@@ -44,7 +43,7 @@ inline FullSimResult SimulateFull(const ModelGraph& model, const Plan& plan, con
   EXPECT_TRUE(schedule->Check().ok());
   SimOptions opt;
   opt.free_communication = true;
-  SimInputs in{model, cluster, plan, train, dm, ring};
+  SimInputs in{model, cluster, dm, ring};
   auto r = Simulate(*schedule, in, opt);
   EXPECT_TRUE(r.ok()) << r.status();
   FullSimResult out;
@@ -52,7 +51,7 @@ inline FullSimResult SimulateFull(const ModelGraph& model, const Plan& plan, con
   bool seen = false;
   for (TaskId t = 0; t < static_cast<TaskId>(schedule->size()); ++t) {
     const Task& task = schedule->task(t);
-    if (task.kind != TaskKind::kCompute || task.stage != plan.pp - 1 || task.phase != Phase::kForward) continue;
+    if (task.kind != TaskKind::kCompute || task.stage != plan.pp() - 1 || task.phase != Phase::kForward) continue;
     const double st = r->task_start_s[static_cast<size_t>(t)];
     out.startup_s = seen ? std::min(out.startup_s, st) : st;
     seen = true;

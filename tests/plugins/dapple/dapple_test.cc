@@ -84,7 +84,7 @@ TEST(DapplePartitioner, ReturnsValidPlansCutBetweenWholeLayers) {
     auto plan = DapplePartitioner(false).Partition(ctx);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_TRUE(plan->Validate(static_cast<int>(model.layers.size()), cluster).ok());
-    for (const StageSpec& st : plan->stages) {
+    for (const StageSpec& st : plan->Chunks()) {
       EXPECT_TRUE(std::binary_search(units.begin(), units.end(), st.first_layer));
       EXPECT_TRUE(std::binary_search(units.begin(), units.end(), st.end_layer));
     }

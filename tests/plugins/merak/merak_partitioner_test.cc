@@ -117,11 +117,11 @@ TEST(MerakPartitioner, ChoosesTheSmallestStageAwareRatioThatFits) {
   std::vector<double> want = StageAwareRatios(r0->value, pp);
   ShiftAdjust(want);
   for (int s = 0; s < pp; ++s) {
-    const StageSpec& st = plan->stages[static_cast<size_t>(s)];
+    const StageSpec& st = plan->Chunk(s, 0);
     EXPECT_EQ(st.recompute_layers, RecomputeLayers(want[static_cast<size_t>(s)], st.end_layer - st.first_layer)) << s;
   }
   // One layer of the first stage less and it no longer fits.
-  const int n0 = plan->stages[0].end_layer - plan->stages[0].first_layer;
+  const int n0 = plan->Chunks()[0].end_layer - plan->Chunks()[0].first_layer;
   Plan smaller = *plan;
   std::vector<double> less = StageAwareRatios(r0->value - 1.0 / n0, pp);
   ShiftAdjust(less);
@@ -137,9 +137,8 @@ TEST(MerakPartitioner, SearchReturnsAValidPlanThatFits) {
   EXPECT_TRUE(plan->Validate(static_cast<int>(w.model.layers.size()), w.cluster).ok());
   EXPECT_EQ(plan->num_devices(), w.cluster.num_devices());
   EXPECT_TRUE(w.Evaluate(*plan).ok());
-  EXPECT_GE(plan->micro_batches, 4) << "the shifted schedule needs four micro-batches";
-  ASSERT_TRUE(plan->hints.count("tp_chunks"));
-  EXPECT_EQ(plan->hints.at("tp_chunks"), plan->tp > 1 ? 2.0 : 1.0);
+  EXPECT_GE(plan->MicroBatches(0, 0), 4) << "the shifted schedule needs four micro-batches";
+  EXPECT_EQ(plan->knobs.tp_chunks, plan->tp(0) > 1 ? 2 : 1);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ absl::StatusOr<double> IterationTime(const ModelGraph& model, const Plan& plan, 
   if (auto st = schedule->Check(); !st.ok()) return st;
   SimOptions opt;
   opt.free_communication = free_comm;
-  SimInputs in{model, cluster, plan, train, dm, ring};
+  SimInputs in{model, cluster, dm, ring};
   auto r = Simulate(*schedule, in, opt);
   if (!r.ok()) return r.status();
   return r->iteration_time_s;
@@ -40,7 +40,9 @@ absl::StatusOr<double> IterationTime(const ModelGraph& model, const Plan& plan, 
 
 Plan WithFullRecompute(Plan plan) {
   plan.recompute = RecomputeMode::kFull;
-  for (StageSpec& st : plan.stages) st.recompute_layers = st.end_layer - st.first_layer;
+  for (Stage& stage : plan.stages) {
+    for (StageSpec& st : stage.chunks) st.recompute_layers = st.end_layer - st.first_layer;
+  }
   return plan;
 }
 
@@ -110,12 +112,12 @@ TEST(ShiftedCriticalPathSchedule, SchedulerFollowsThePlansSubPipeliningHint) {
   SchedulingContext ctx{model, cluster, plan, train, dm};
   ShiftedCriticalPathScheduler scheduler(ExpandOptions{}, ScpOptions{}, true);
   auto plain = scheduler.BuildSchedule(ctx);
-  plan.hints["tp_chunks"] = 2;
+  plan.knobs.tp_chunks = 2;
   auto chunked = scheduler.BuildSchedule(ctx);
   ASSERT_TRUE(plain.ok() && chunked.ok());
   // Two parts per layer: more compute tasks, the same work.
   EXPECT_GT(chunked->size(), plain->size());
-  plan.micro_batches = 3;
+  for (Stage& st : plan.stages) st.replicas.front().micro_batches = 3;
   EXPECT_EQ(scheduler.BuildSchedule(ctx).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -66,13 +66,14 @@ TEST(StageAwareRecompute, ShiftedScheduleGivesStageBeforeLastTheRatioOfTheOneBef
 }
 
 TEST(StageAwareRecompute, ApplyRatiosSetsLayersPerStage) {
-  Plan plan;
-  plan.pp = 3;
-  plan.stages = {{0, 10, 0}, {10, 18, 0}, {18, 20, 0}};
+  GridSpec g;
+  g.pp = 3;
+  g.chunks = {{0, 10, 0}, {10, 18, 0}, {18, 20, 0}};
+  Plan plan = GridPlan(g);
   ApplyRatios(plan, {0.5, 0.25, 0.0});
-  EXPECT_EQ(plan.stages[0].recompute_layers, 5);
-  EXPECT_EQ(plan.stages[1].recompute_layers, 2);
-  EXPECT_EQ(plan.stages[2].recompute_layers, 0);
+  EXPECT_EQ(plan.Chunks()[0].recompute_layers, 5);
+  EXPECT_EQ(plan.Chunks()[1].recompute_layers, 2);
+  EXPECT_EQ(plan.Chunks()[2].recompute_layers, 0);
   EXPECT_EQ(plan.recompute, RecomputeMode::kFull);
   ApplyRatios(plan, {0.0, 0.0, 0.0});
   EXPECT_EQ(plan.recompute, RecomputeMode::kNone);

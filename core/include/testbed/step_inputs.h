@@ -1,0 +1,64 @@
+// What changes from one training iteration to the next: the tokens each MoE layer routes to
+// each expert, where the experts are, the host-to-device copies a feature loader issues, the
+// size of sampled mini-batches. Planning components fill it (a load balancer, a feature
+// loader, a trace); the schedule's expansion reads it, so that a simulated run of
+// `train.steps` iterations sees every iteration's own work.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "testbed/plan.h"
+
+namespace testbed {
+
+// Tokens one MoE layer routes in one micro-batch of one iteration, per expert-parallel rank:
+// tokens[rank * experts + e] tokens of `rank` go to expert e (a token routed to k experts
+// counts once for each). The same routing holds in every expert-parallel group of the stage.
+struct Routing {
+  int ranks = 0;
+  int experts = 0;
+  std::vector<double> tokens;
+
+  [[nodiscard]] double At(int rank, int expert) const {
+    return tokens[static_cast<size_t>(rank) * static_cast<size_t>(experts) + static_cast<size_t>(expert)];
+  }
+};
+
+// A copy between host memory and the devices of one stage replica, before the forward of
+// micro-batch `micro_batch` (-1: at the start of the iteration). Every device of the replica
+// copies `bytes`.
+struct HostTransfer {
+  int stage = 0;
+  int replica = 0;
+  int micro_batch = -1;
+  std::int64_t bytes = 0;
+  bool to_device = true;
+  int host = -1;  // host endpoint of the device's node (-1: the nearest)
+};
+
+struct StepInput {
+  std::map<int, Routing> routing;            // by MoE layer; absent: tokens spread evenly over experts
+  std::map<int, ExpertPlacement> placement;  // by MoE layer; overrides the plan's for this iteration
+  std::vector<HostTransfer> copies;
+  // Samples (rows) per micro-batch that a layer processes this iteration, by layer (sampled
+  // GNN mini-batches); absent: the plan's micro-batch.
+  std::map<int, std::int64_t> layer_samples;
+};
+
+struct StepInputs {
+  std::vector<StepInput> steps;  // by iteration; missing iterations take the defaults
+
+  [[nodiscard]] const StepInput& At(int iteration) const {
+    static const StepInput kNone;
+    return iteration >= 0 && static_cast<size_t>(iteration) < steps.size() ? steps[static_cast<size_t>(iteration)] : kNone;
+  }
+  [[nodiscard]] StepInput& Mutable(int iteration) {
+    if (steps.size() <= static_cast<size_t>(iteration)) steps.resize(static_cast<size_t>(iteration) + 1);
+    return steps[static_cast<size_t>(iteration)];
+  }
+  [[nodiscard]] bool empty() const noexcept { return steps.empty(); }
+};
+
+}  // namespace testbed

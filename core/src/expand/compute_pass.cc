@@ -1,0 +1,216 @@
+// Pass 2: every replica walks its op sequence. Replicas whose stage holds expert-parallel MoE
+// layers walk in lock-step with the rest of their expert-parallel group (their all-to-alls
+// join them); other replicas walk alone, replica by replica and stage by stage.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "expand/expansion.h"
+#include "expand/layer_hooks.h"
+#include "expand/p2p.h"
+#include "testbed/status_macros.h"
+
+namespace testbed::expand {
+namespace {
+
+bool StageHasExpertParallelism(const Expansion& e, int s) {
+  for (const StageSpec& c : e.StageAt(s).chunks) {
+    for (int l = c.first_layer; l < c.end_layer; ++l) {
+      if (e.ExpertParallel(l)) return true;
+    }
+  }
+  return false;
+}
+
+class Walker {
+ public:
+  explicit Walker(Expansion& e) : e_(e) {}
+
+  absl::Status Group(int s, const std::vector<int>& replicas) {
+    const auto& ops = e_.OpsOf(s, replicas.front());
+    for (int r : replicas) {
+      if (e_.OpsOf(s, r).size() != ops.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("stage ", s, ": replicas ", replicas.front(), " and ", r,
+                                                       " of one expert-parallel group run different numbers of "
+                                                       "micro-batches; they run in lock-step"));
+      }
+    }
+    for (size_t k = 0; k < ops.size(); ++k) TESTBED_RETURN_IF_ERROR(Op(s, replicas, ops[k], k));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<LaneState> Lanes(int s, const std::vector<int>& replicas, const PipelineOp& op) const {
+    std::vector<LaneState> lanes;
+    for (int r : replicas) {
+      LaneState ls;
+      ls.lane.stage = s;
+      ls.lane.replica = r;
+      ls.lane.iteration = op.iteration;
+      ls.lane.micro_batch = op.micro_batch;
+      ls.lane.chunk = op.chunk;
+      ls.lane.fraction = static_cast<float>(e_.Fraction(s, r, op.micro_batch));
+      ls.lane.samples = e_.plan.micro_batch;
+      ls.frontier.assign(static_cast<size_t>(e_.plan.tp(s)), {});
+      lanes.push_back(std::move(ls));
+    }
+    return lanes;
+  }
+
+  static void ClearFrontiers(std::vector<LaneState>& lanes) {
+    for (LaneState& ls : lanes) {
+      for (auto& f : ls.frontier) f.clear();
+    }
+  }
+
+  // Host-to-device copies before this forward (StepInput::copies). A copy waits for the
+  // forward before it to start (one batch of prefetch), and the forward waits for the copy.
+  void Copies(LaneState& ls, const PipelineOp& op) {
+    const Lane& lane = ls.lane;
+    const auto& copies = e_.Inputs(lane.iteration).copies;
+    if (copies.empty()) return;
+    const bool first_forward = op.micro_batch == 0 && op.chunk == 0;
+    for (const HostTransfer& h : copies) {
+      if (h.stage != lane.stage || h.replica != lane.replica) continue;
+      if (!(h.micro_batch == lane.micro_batch || (h.micro_batch < 0 && first_forward))) continue;
+      const auto key = std::pair(lane.stage, lane.replica);
+      std::vector<TaskId> deps;
+      if (auto it = last_forward_.find(key); it != last_forward_.end()) deps.push_back(it->second);
+      for (int t = 0; t < e_.plan.tp(lane.stage); ++t) {
+        Task c;
+        c.kind = TaskKind::kCopy;
+        c.stream = streams::kHostCopy;
+        c.device = e_.Dev(lane.replica, lane.stage, t);
+        c.stage = lane.stage;
+        c.chunk = lane.chunk;
+        c.replica = lane.replica;
+        c.micro_batch = lane.micro_batch;
+        c.iteration = lane.iteration;
+        c.bytes = h.bytes;
+        c.work = e_.sched.AddWork(CopyWork{h.to_device, h.host});
+        ls.frontier[static_cast<size_t>(t)].push_back(e_.sched.Add(c, deps));
+      }
+    }
+  }
+
+  absl::Status Op(int s, const std::vector<int>& replicas, const PipelineOp& op, size_t k) {
+    std::vector<LaneState> lanes = Lanes(s, replicas, op);
+    const int c = op.chunk, mb = op.micro_batch, it = op.iteration;
+    const int g = c * e_.pp + s;
+    const int last_g = e_.pp * e_.chunks - 1;
+    const StageSpec& st = e_.plan.Chunk(s, c);
+    const int r = st.recompute_layers;
+    auto key = [&](int replica) { return std::tuple(it, s, replica, c, mb); };
+    switch (op.kind) {
+      case PipelineOp::Kind::kForward: {
+        const TaskId before = static_cast<TaskId>(e_.sched.size());
+        for (LaneState& ls : lanes) {
+          Copies(ls, op);
+          if (g > 0) EmitRecv(e_, ls, Phase::kForward, g, (g - 1) % e_.pp, BoundaryBytes(e_, ls.lane, st.first_layer));
+        }
+        const bool ckpt = r > 0 && (op.checkpoint < 0 || op.checkpoint > 0);
+        if (ckpt) {
+          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kForward, true, st.first_layer, st.first_layer + r, false}));
+          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kForward, false, st.first_layer + r, st.end_layer, false}));
+          for (int rep : replicas) e_.pending_recompute.insert(key(rep));
+        } else {
+          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kForward, false, st.first_layer, st.end_layer, false}));
+        }
+        if (g < last_g) {
+          for (LaneState& ls : lanes) {
+            EmitSend(e_, ls, Phase::kForward, g + 1, (g + 1) % e_.pp, BoundaryBytes(e_, ls.lane, st.end_layer));
+          }
+        }
+        for (int rep : replicas) last_forward_[{s, rep}] = before;
+        break;
+      }
+      case PipelineOp::Kind::kRecompute:
+        if (e_.pending_recompute.erase(key(replicas.front())) > 0) {
+          for (size_t i = 1; i < replicas.size(); ++i) e_.pending_recompute.erase(key(replicas[i]));
+          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kRecompute, false, st.first_layer, st.first_layer + r, false}));
+        }
+        break;
+      case PipelineOp::Kind::kBackward: {
+        const bool recompute = e_.pending_recompute.erase(key(replicas.front())) > 0;
+        for (size_t i = 1; i < replicas.size(); ++i) e_.pending_recompute.erase(key(replicas[i]));
+        if (recompute && !e_.opt.recompute_after_gradient) {
+          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kRecompute, false, st.first_layer, st.first_layer + r, false}));
+          ClearFrontiers(lanes);
+        }
+        if (g < last_g) {
+          for (LaneState& ls : lanes) {
+            EmitRecv(e_, ls, Phase::kBackward, g, (g + 1) % e_.pp, BoundaryBytes(e_, ls.lane, st.end_layer));
+          }
+        }
+        if (recompute && e_.opt.recompute_after_gradient) {
+          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kRecompute, false, st.first_layer, st.first_layer + r, false}));
+        }
+        const bool final = e_.IsFinalBackward(s, replicas.front(), k);
+        TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kBackward, false, st.first_layer, st.end_layer, final}));
+        if (g > 0) {
+          for (LaneState& ls : lanes) {
+            EmitSend(e_, ls, Phase::kBackward, g - 1, (g - 1) % e_.pp, BoundaryBytes(e_, ls.lane, st.first_layer));
+          }
+        }
+        break;
+      }
+      case PipelineOp::Kind::kOptimizerStep:
+        OptimizerStep(s, replicas, it);
+        break;
+    }
+    return absl::OkStatus();
+  }
+
+  // The optimizer kernels of one step; what they wait for is added by the gradient-sync pass.
+  void OptimizerStep(int s, const std::vector<int>& replicas, int iteration) {
+    const bool adam = e_.ctx.train.optimizer == "adam";
+    const int dp = e_.plan.dp(s);
+    for (int rep : replicas) {
+      const double params = e_.OwnedParams(s, rep) / (e_.plan.zero_stage >= 1 ? dp : 1);
+      KernelWork w;
+      w.op = KernelOp::kOptimizerStep;
+      // Mixed-precision Adam: ~12 FLOPs and 28 bytes of state traffic per parameter (fp32
+      // master, m, v read and written, fp16 gradient read, fp16 weight written).
+      w.flops = params * (adam ? 12.0 : 3.0);
+      w.bytes = params * (adam ? 28.0 : 16.0);
+      w.precision = Precision::kFp32;
+      const std::int32_t work = e_.sched.AddWork(w);
+      for (int t = 0; t < e_.plan.tp(s); ++t) {
+        Task k;
+        k.kind = TaskKind::kKernel;
+        k.device = e_.Dev(rep, s, t);
+        k.stage = s;
+        k.replica = rep;
+        k.iteration = iteration;
+        k.work = work;
+        e_.optimizer_task[{iteration, k.device}] = e_.sched.Add(k);
+      }
+    }
+  }
+
+  Expansion& e_;
+  std::map<std::pair<int, int>, TaskId> last_forward_;  // (stage, replica) -> first task of its last forward
+};
+
+}  // namespace
+
+absl::Status ComputePass(Expansion& e) {
+  Walker w(e);
+  std::vector<int> group_size(static_cast<size_t>(e.pp), 1);
+  int groups = 0;
+  for (int s = 0; s < e.pp; ++s) {
+    if (StageHasExpertParallelism(e, s)) group_size[static_cast<size_t>(s)] = e.plan.experts.degree;
+    groups = std::max(groups, e.plan.dp(s) / group_size[static_cast<size_t>(s)]);
+  }
+  for (int g = 0; g < groups; ++g) {
+    for (int s = 0; s < e.pp; ++s) {
+      const int size = group_size[static_cast<size_t>(s)];
+      if (g >= e.plan.dp(s) / size) continue;
+      std::vector<int> replicas;
+      for (int r = g * size; r < (g + 1) * size; ++r) replicas.push_back(r);
+      TESTBED_RETURN_IF_ERROR(w.Group(s, replicas));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace testbed::expand

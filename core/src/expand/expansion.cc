@@ -1,0 +1,274 @@
+#include "expand/expansion.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "testbed/memory_model.h"
+#include "testbed/status_macros.h"
+
+namespace testbed::expand {
+
+Expansion::Expansion(const SchedulingContext& c, const ExpandOptions& o)
+    : ctx(c), opt(o), plan(c.plan), model(c.model), sched(c.cluster.num_devices()) {
+  pp = plan.pp();
+  chunks = plan.virtual_stages();
+  iterations = std::max(1, c.iterations);
+  elem = BytesPerElement(c.train.precision);
+}
+
+const StepInput& Expansion::Inputs(int iteration) const {
+  static const StepInput kNone;
+  return ctx.inputs == nullptr ? kNone : ctx.inputs->At(iteration);
+}
+
+double Expansion::GradientElementBytes(int layer) const {
+  const int bits = plan.LayerBits(layer).gradient_bits;
+  return bits > 0 ? bits / 8.0 : elem;
+}
+
+double Expansion::WeightElementBytes(int layer) const {
+  const int bits = plan.LayerBits(layer).weight_bits;
+  return bits > 0 ? bits / 8.0 : elem;
+}
+
+Precision Expansion::LayerPrecisionOf(int layer) const {
+  return PrecisionOfBits(plan.LayerBits(layer).activation_bits, ctx.train.precision);
+}
+
+bool Expansion::ExpertParallel(int layer) const {
+  const Layer& l = model.layers[static_cast<size_t>(layer)];
+  return l.kind == LayerKind::kMoe && l.experts > 0 && plan.experts.degree > 1;
+}
+
+double Expansion::ReplicatedParams(int layer) const {
+  const Layer& l = model.layers[static_cast<size_t>(layer)];
+  double params = static_cast<double>(l.params + (pp > 1 ? l.shared_params : 0));
+  if (ExpertParallel(layer)) params -= static_cast<double>(l.experts * l.expert_params);
+  return params / plan.LayerTp(layer);
+}
+
+double Expansion::OwnedParams(int s, int replica) const {
+  double params = StageParams(plan, model, s);
+  const int ep = plan.experts.degree;
+  if (ep < 2) return params;
+  const int rank = replica % ep;
+  for (const StageSpec& c : StageAt(s).chunks) {
+    for (int l = c.first_layer; l < c.end_layer; ++l) {
+      if (!ExpertParallel(l)) continue;
+      const Layer& layer = model.layers[static_cast<size_t>(l)];
+      const ExpertPlacement p = plan.PlacementOf(l, layer.experts);
+      const auto owned = std::count(p.owner.begin(), p.owner.end(), rank);
+      params -= static_cast<double>((layer.experts - owned) * layer.expert_params);
+    }
+  }
+  return params;
+}
+
+double Expansion::CopiedExpertParams(int s, int replica) const {
+  const int ep = plan.experts.degree;
+  if (ep < 2) return 0;
+  const int rank = replica % ep;
+  double params = 0;
+  for (const StageSpec& c : StageAt(s).chunks) {
+    for (int l = c.first_layer; l < c.end_layer; ++l) {
+      if (!ExpertParallel(l)) continue;
+      const Layer& layer = model.layers[static_cast<size_t>(l)];
+      const ExpertPlacement p = plan.PlacementOf(l, layer.experts);
+      for (const auto& copies : p.replicas) {
+        if (std::find(copies.begin(), copies.end(), rank) != copies.end()) params += static_cast<double>(layer.expert_params);
+      }
+    }
+  }
+  return params;
+}
+
+bool Expansion::Compressed(int layer) const {
+  const GradientCompression* gc = ctx.compression;
+  return gc != nullptr && gc->compressor != nullptr &&
+         (!gc->embedding_only || model.layers[static_cast<size_t>(layer)].kind == LayerKind::kEmbedding);
+}
+
+std::int32_t Expansion::TpGroup(int replica, int stage, int first, int degree) {
+  const int tp = plan.tp(stage);
+  if (degree <= 0) degree = tp;
+  std::vector<DeviceId> g;
+  g.reserve(static_cast<size_t>(degree));
+  for (int t = first; t < first + degree; ++t) g.push_back(Dev(replica, stage, t));
+  return sched.Group(g);
+}
+
+const std::vector<PipelineOp>& Expansion::OpsOf(int stage, int replica) const {
+  return ops_[static_cast<size_t>(stage)][static_cast<size_t>(replica)];
+}
+
+double Expansion::Fraction(int stage, int replica, int micro_batch) const {
+  const auto& f = fractions_[static_cast<size_t>(stage)][static_cast<size_t>(replica)];
+  return f.empty() ? 1.0 : f[static_cast<size_t>(micro_batch)];
+}
+
+std::int64_t Expansion::GlobalMicroBatch(int stage, int replica, int micro_batch) const {
+  return offsets_[static_cast<size_t>(stage)][static_cast<size_t>(replica)] + micro_batch;
+}
+
+std::pair<int, int> Expansion::Locate(int stage, std::int64_t g) const {
+  const auto& off = offsets_[static_cast<size_t>(stage)];
+  const auto it = std::upper_bound(off.begin(), off.end(), g);
+  const int r = static_cast<int>(it - off.begin()) - 1;
+  return {r, static_cast<int>(g - off[static_cast<size_t>(r)])};
+}
+
+bool Expansion::IsFinalBackward(int stage, int replica, size_t k) const {
+  return final_backward_[static_cast<size_t>(stage)][static_cast<size_t>(replica)][k] != 0;
+}
+
+void Expansion::RecordFinalBackward(int iteration, DeviceId device, int layer, TaskId task) {
+  const int local = local_layer_[static_cast<size_t>(stage_of_device_[static_cast<size_t>(device)])][static_cast<size_t>(layer)];
+  if (local < 0) return;
+  final_bwd_[static_cast<size_t>(iteration)][static_cast<size_t>(device)][static_cast<size_t>(local)] = task;
+}
+
+TaskId Expansion::FinalBackward(int iteration, DeviceId device, int layer) const {
+  const int s = stage_of_device_[static_cast<size_t>(device)];
+  if (s < 0) return -1;
+  const int local = local_layer_[static_cast<size_t>(s)][static_cast<size_t>(layer)];
+  if (local < 0) return -1;
+  return final_bwd_[static_cast<size_t>(iteration)][static_cast<size_t>(device)][static_cast<size_t>(local)];
+}
+
+absl::Status Expansion::PrepareOps(const ProgramSource& programs) {
+  std::map<std::int64_t, PipelineProgram> made;
+  const bool steps = opt.optimizer_step && ctx.train.optimizer_step;
+  ops_.assign(static_cast<size_t>(pp), {});
+  program_micro_batches_.assign(static_cast<size_t>(pp), {});
+  final_backward_.assign(static_cast<size_t>(pp), {});
+  fractions_.assign(static_cast<size_t>(pp), {});
+  for (int s = 0; s < pp; ++s) {
+    const Stage& st = StageAt(s);
+    for (int r = 0; r < st.dp(); ++r) {
+      const std::int64_t m = st.replicas[static_cast<size_t>(r)].micro_batches;
+      auto it = made.find(m);
+      if (it == made.end()) {
+        absl::StatusOr<PipelineProgram> p = programs(static_cast<int>(m));
+        if (!p.ok()) return p.status();
+        // A slicer's program counts each slice as a micro-batch of its own.
+        TESTBED_RETURN_IF_ERROR(CheckProgram(*p, pp, chunks, p->NumMicroBatches(), iterations));
+        it = made.emplace(m, std::move(*p)).first;
+      }
+      const PipelineProgram& prog = it->second;
+      program_micro_batches_[static_cast<size_t>(s)].push_back(prog.NumMicroBatches());
+      weight_versions = std::max(weight_versions, prog.weight_versions);
+      std::vector<PipelineOp> ops;
+      const auto& row = prog.stages[static_cast<size_t>(s)];
+      if (prog.spans_iterations) {
+        for (const PipelineOp& op : row) {
+          if (op.kind == PipelineOp::Kind::kOptimizerStep && !steps) continue;
+          ops.push_back(op);
+        }
+      } else {
+        ops.reserve(row.size() * static_cast<size_t>(iterations) + static_cast<size_t>(iterations));
+        for (int i = 0; i < iterations; ++i) {
+          for (PipelineOp op : row) {
+            op.iteration = i;
+            ops.push_back(op);
+          }
+          if (steps) {
+            PipelineOp step;
+            step.kind = PipelineOp::Kind::kOptimizerStep;
+            step.iteration = i;
+            ops.push_back(step);
+          }
+        }
+      }
+      // The last backward of each (iteration, chunk) makes its gradients final.
+      std::vector<char> final(ops.size(), 0);
+      std::map<std::pair<int, int>, size_t> last;
+      for (size_t k = 0; k < ops.size(); ++k) {
+        if (ops[k].kind == PipelineOp::Kind::kBackward) last[{ops[k].iteration, ops[k].chunk}] = k;
+      }
+      for (const auto& [key, k] : last) final[k] = 1;
+      ops_[static_cast<size_t>(s)].push_back(std::move(ops));
+      final_backward_[static_cast<size_t>(s)].push_back(std::move(final));
+      std::vector<double> fr;
+      if (!prog.micro_batch_fraction.empty()) fr = prog.micro_batch_fraction;
+      fractions_[static_cast<size_t>(s)].push_back(std::move(fr));
+    }
+  }
+  offsets_.assign(static_cast<size_t>(pp), {});
+  for (int s = 0; s < pp; ++s) {
+    std::int64_t next = 0;
+    for (int count : program_micro_batches_[static_cast<size_t>(s)]) {
+      offsets_[static_cast<size_t>(s)].push_back(next);
+      next += count;
+    }
+  }
+  // Layer and device indexing for the final-backward table.
+  local_layer_.assign(static_cast<size_t>(pp), std::vector<int>(model.layers.size(), -1));
+  std::vector<int> layers_of_stage(static_cast<size_t>(pp), 0);
+  for (int s = 0; s < pp; ++s) {
+    int n = 0;
+    for (const StageSpec& c : StageAt(s).chunks) {
+      for (int l = c.first_layer; l < c.end_layer; ++l) local_layer_[static_cast<size_t>(s)][static_cast<size_t>(l)] = n++;
+    }
+    layers_of_stage[static_cast<size_t>(s)] = n;
+  }
+  stage_of_device_.assign(static_cast<size_t>(sched.num_devices()), -1);
+  for (int s = 0; s < pp; ++s) {
+    for (const StageReplica& r : StageAt(s).replicas) {
+      for (DeviceId d : r.devices) stage_of_device_[static_cast<size_t>(d)] = s;
+    }
+  }
+  final_bwd_.assign(static_cast<size_t>(iterations), {});
+  for (auto& per_device : final_bwd_) {
+    per_device.resize(static_cast<size_t>(sched.num_devices()));
+    for (size_t d = 0; d < per_device.size(); ++d) {
+      const int s = stage_of_device_[d];
+      if (s >= 0) per_device[d].assign(static_cast<size_t>(layers_of_stage[static_cast<size_t>(s)]), -1);
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::StatusOr<Schedule> Expand(const SchedulingContext& ctx, const ProgramSource& programs,
+                                const ExpandOptions& options) {
+  TESTBED_RETURN_IF_ERROR(ctx.plan.Validate(static_cast<int>(ctx.model.layers.size()), ctx.cluster));
+  if (options.tp_chunks < 1) return absl::InvalidArgumentError("tp_chunks must be >= 1");
+  Expansion e(ctx, options);
+  TESTBED_RETURN_IF_ERROR(e.PrepareOps(programs));
+  TESTBED_RETURN_IF_ERROR(PlanBuckets(e));
+  TESTBED_RETURN_IF_ERROR(ComputePass(e));
+  TESTBED_RETURN_IF_ERROR(LinkTransfers(e));
+  TESTBED_RETURN_IF_ERROR(GradientSyncPass(e));
+  TESTBED_RETURN_IF_ERROR(OptimizerPass(e));
+  return std::move(e.sched);
+}
+
+}  // namespace
+
+}  // namespace testbed::expand
+
+namespace testbed {
+
+absl::StatusOr<Schedule> ExpandPipeline(const SchedulingContext& ctx, const ProgramSource& programs,
+                                        const ExpandOptions& options) {
+  return expand::Expand(ctx, programs, options);
+}
+
+absl::StatusOr<Schedule> ExpandPipeline(const SchedulingContext& ctx, const PipelineProgram& program,
+                                        const ExpandOptions& options) {
+  const int m = program.NumMicroBatches();
+  // One program for every replica; a plan whose replicas run different counts needs a program
+  // per count (the other form).
+  ProgramSource one = [&ctx, &program, m](int micro_batches) -> absl::StatusOr<PipelineProgram> {
+    if (!ctx.plan.Uniform()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the schedule's program runs ", m, " micro-batches for every replica, but the plan's replicas run "
+          "different counts (a replica runs ", micro_batches, "): schedule it with a program per count"));
+    }
+    return program;
+  };
+  return expand::Expand(ctx, one, options);
+}
+
+}  // namespace testbed

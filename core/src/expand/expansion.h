@@ -1,0 +1,145 @@
+// The state the passes of ExpandPipeline share while they build one schedule (DESIGN.md §4):
+//   1. buckets      — the gradient buckets of every stage, known before compute so that the
+//                     backward that makes a bucket's gradients final can end where it closes;
+//   2. compute      — every replica walks its op sequence (the program once per iteration, or
+//                     a program spanning iterations); each op emits its layers through the hook
+//                     of their kind (layer_hooks.h), its receives and sends (p2p.h), its host
+//                     copies and, at its step, the optimizer kernels;
+//   3. p2p linking  — every receive meets its send;
+//   4. gradient sync— per iteration, stage and shard: bucketed all-reduce (or reduce-scatter,
+//                     or a compressor's exchange), tied-embedding all-reduce, expert gradients;
+//   5. optimizer    — the step waits for its gradients; ZeRO all-gathers the new weights;
+//                     static memory per device.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "testbed/pipeline_program.h"
+#include "testbed/schedule.h"
+#include "testbed/scheduler.h"
+
+namespace testbed::expand {
+
+// Tasks per lane: what the next task of a replica (per tensor-parallel rank) must wait for.
+using Frontier = std::vector<std::vector<TaskId>>;
+
+// One replica of a stage as the compute pass walks it.
+struct Lane {
+  int stage = 0;
+  int replica = 0;
+  int iteration = 0;
+  int micro_batch = 0;  // within the iteration
+  int chunk = 0;
+  float fraction = 1.0f;  // of the micro-batch (slices)
+  std::int64_t samples = 1;  // Plan::micro_batch
+};
+
+// A gradient bucket of one stage: layers in the order their gradients become final.
+struct Bucket {
+  std::vector<int> layers;
+  bool compressed = false;  // one layer whose gradient goes through the compressor
+};
+
+class Expansion {
+ public:
+  Expansion(const SchedulingContext& ctx, const ExpandOptions& options);
+
+  // Every replica's op sequence over all iterations, from the programs for its count.
+  [[nodiscard]] absl::Status PrepareOps(const ProgramSource& programs);
+
+  // ---- shared by the passes ----
+  const SchedulingContext& ctx;
+  const ExpandOptions& opt;
+  const Plan& plan;
+  const ModelGraph& model;
+  Schedule sched;
+  int pp = 1, chunks = 1, iterations = 1;
+  double elem = 2;  // bytes per element of the run's precision
+  int weight_versions = 1;
+
+  [[nodiscard]] const Stage& StageAt(int s) const { return plan.stages[static_cast<size_t>(s)]; }
+  [[nodiscard]] DeviceId Dev(int replica, int stage, int t) const { return plan.DeviceOf(replica, stage, t); }
+  [[nodiscard]] const StepInput& Inputs(int iteration) const;
+  // Bytes per gradient / weight element of a layer (its precision setting, else the run's).
+  [[nodiscard]] double GradientElementBytes(int layer) const;
+  [[nodiscard]] double WeightElementBytes(int layer) const;
+  // Compute precision of a layer.
+  [[nodiscard]] Precision LayerPrecisionOf(int layer) const;
+  // Whether MoE layer `layer` runs with expert parallelism (its experts spread over ranks).
+  [[nodiscard]] bool ExpertParallel(int layer) const;
+  // Parameters of a layer whose gradients every data-parallel replica all-reduces, on one
+  // tensor-parallel rank (expert weights under expert parallelism are exchanged apart).
+  [[nodiscard]] double ReplicatedParams(int layer) const;
+  // Parameters a device of (stage, replica) keeps with gradients and optimizer state, on one
+  // tensor-parallel rank: its stage's share, less the experts another rank of its
+  // expert-parallel group owns.
+  [[nodiscard]] double OwnedParams(int stage, int replica) const;
+  // Weights (and their gradients) of experts it holds copies of, without optimizer state.
+  [[nodiscard]] double CopiedExpertParams(int stage, int replica) const;
+  // Whether the gradient of `layer` goes through the run's compressor.
+  [[nodiscard]] bool Compressed(int layer) const;
+  // The tensor-parallel group of a replica (every rank), and of a sub-group of `degree`
+  // consecutive ranks starting at rank `first` (per-layer degrees).
+  std::int32_t TpGroup(int replica, int stage, int first = 0, int degree = 0);
+  // Program op sequence of a replica over every iteration (optimizer steps included).
+  [[nodiscard]] const std::vector<PipelineOp>& OpsOf(int stage, int replica) const;
+  [[nodiscard]] double Fraction(int stage, int replica, int micro_batch) const;
+  // Micro-batch `micro_batch` of a replica as counted over its stage's replicas in order,
+  // and back: (replica, micro-batch within it) of stage `stage` running global one `g`.
+  [[nodiscard]] std::int64_t GlobalMicroBatch(int stage, int replica, int micro_batch) const;
+  [[nodiscard]] std::pair<int, int> Locate(int stage, std::int64_t g) const;
+
+  // Gradient buckets per stage (pass 1), and the layers at which a final backward splits.
+  std::vector<std::vector<Bucket>> buckets;
+  std::vector<std::set<int>> bucket_ends;  // per stage: a bucket's gradients are final once this layer's are
+
+  // Final backward task per (iteration, device, layer): the gradient of the layer on that
+  // device is complete when it ends.
+  void RecordFinalBackward(int iteration, DeviceId device, int layer, TaskId task);
+  [[nodiscard]] TaskId FinalBackward(int iteration, DeviceId device, int layer) const;
+  // Whether op index `k` of (stage, replica) is the last backward of its (iteration, chunk).
+  [[nodiscard]] bool IsFinalBackward(int stage, int replica, size_t k) const;
+
+  // Optimizer kernels emitted by the compute pass per (iteration, device), and what they
+  // wait for, filled in by the gradient-sync pass.
+  std::map<std::pair<int, DeviceId>, TaskId> optimizer_task;
+  std::map<std::pair<int, DeviceId>, std::vector<TaskId>> gradients_ready;
+  // First compute task of each (iteration, device): waits for the previous iteration's
+  // parameter all-gather under ZeRO.
+  std::map<std::pair<int, DeviceId>, TaskId> first_compute;
+  // ZeRO: the all-gather of the weights after each (iteration, device)'s step.
+  std::map<std::pair<int, DeviceId>, TaskId> parameters_gathered;
+
+  // Point-to-point: (iteration, receiving stage, replica, tp rank, global chunk, micro-batch, backward).
+  using TransferKey = std::tuple<int, int, int, int, int, int, int>;
+  std::map<TransferKey, TaskId> sends, recvs;
+  std::set<std::tuple<int, int, int, int, int>> pending_recompute;  // (iteration, stage, replica, chunk, mb)
+  // Expert weights already broadcast to their copies: (iteration, layer, stage, expert-parallel group).
+  std::set<std::tuple<int, int, int, int>> broadcast_done;
+
+ private:
+  std::vector<std::vector<std::vector<PipelineOp>>> ops_;        // [stage][replica]
+  std::vector<std::vector<std::vector<char>>> final_backward_;   // [stage][replica][op index]
+  std::vector<std::vector<std::vector<double>>> fractions_;      // [stage][replica][mb]
+  std::vector<std::vector<std::int64_t>> offsets_;               // [stage][replica]: first global micro-batch
+  std::vector<std::vector<int>> program_micro_batches_;          // [stage][replica]: micro-batch indices its program uses
+  std::vector<std::vector<int>> local_layer_;  // [stage][layer] -> index among the stage's layers, -1
+  std::vector<int> stage_of_device_;
+  std::vector<std::vector<std::vector<TaskId>>> final_bwd_;      // [iteration][device][local layer]
+};
+
+// The passes, each in its own file.
+[[nodiscard]] absl::Status PlanBuckets(Expansion& e);
+[[nodiscard]] absl::Status ComputePass(Expansion& e);
+[[nodiscard]] absl::Status LinkTransfers(Expansion& e);
+[[nodiscard]] absl::Status GradientSyncPass(Expansion& e);
+// Part of pass 4 under ZeRO: the all-gather of the updated weights after iteration `it`'s step.
+[[nodiscard]] absl::Status GatherParameters(Expansion& e, int it);
+[[nodiscard]] absl::Status OptimizerPass(Expansion& e);
+
+}  // namespace testbed::expand

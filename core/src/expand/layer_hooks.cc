@@ -1,0 +1,411 @@
+#include "expand/layer_hooks.h"
+
+#include <algorithm>
+#include <array>
+
+#include "absl/strings/str_cat.h"
+#include "expand/moe_routing.h"
+#include "testbed/memory_model.h"
+#include "testbed/status_macros.h"
+
+namespace testbed::expand {
+namespace {
+
+enum class RunKind : std::uint8_t { kDense, kTensorParallel, kExpertParallel };
+
+// Consecutive layers one hook emits together.
+struct LayerRun {
+  int first = 0, end = 0;
+  int tp = 1;
+  Precision precision = Precision::kFp16;
+  std::int64_t micro_batch = 1;
+  RunKind kind = RunKind::kDense;
+};
+
+std::vector<TaskId> AllDeps(const Frontier& f) {
+  std::vector<TaskId> out;
+  for (const auto& v : f) out.insert(out.end(), v.begin(), v.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<TaskId> RankDeps(const Frontier& f, int first, int degree) {
+  Frontier part(f.begin() + first, f.begin() + first + degree);
+  return AllDeps(part);
+}
+
+std::int64_t TpBytesPerSample(const Layer& l, Phase phase) {
+  return phase == Phase::kBackward ? l.tp_bwd_allreduce_bytes_per_sample : l.tp_fwd_allreduce_bytes_per_sample;
+}
+
+// Bytes of activations stored per element relative to the 16-bit figures of the model graph.
+double ActivationScale(const Expansion& e, int layer) {
+  const int bits = e.plan.LayerBits(layer).activation_bits;
+  return bits > 0 ? bits / 16.0 : 1.0;
+}
+
+std::int64_t MicroBatchOf(const Expansion& e, const Lane& lane, int layer) {
+  const auto& samples = e.Inputs(lane.iteration).layer_samples;
+  if (auto it = samples.find(layer); it != samples.end()) return it->second;
+  return lane.samples;
+}
+
+std::vector<LayerRun> Runs(const Expansion& e, const Lane& lane, const RangeRequest& req) {
+  std::vector<LayerRun> runs;
+  for (int l = req.first; l < req.end; ++l) {
+    LayerRun r;
+    r.first = l;
+    r.end = l + 1;
+    r.tp = e.plan.LayerTp(l);
+    r.precision = e.LayerPrecisionOf(l);
+    r.micro_batch = MicroBatchOf(e, lane, l);
+    const bool ep = e.ExpertParallel(l);
+    r.kind = ep ? RunKind::kExpertParallel : RunKind::kDense;
+    if (!runs.empty() && !ep && runs.back().kind != RunKind::kExpertParallel && runs.back().tp == r.tp &&
+        runs.back().precision == r.precision && runs.back().micro_batch == r.micro_batch) {
+      runs.back().end = r.end;
+      continue;
+    }
+    runs.push_back(r);
+  }
+  // A run split over several devices with tensor-parallel traffic in any of its layers emits
+  // every layer apart (its collectives sit between them).
+  for (LayerRun& r : runs) {
+    if (r.kind != RunKind::kDense || r.tp < 2) continue;
+    for (int l = r.first; l < r.end; ++l) {
+      if (TpBytesPerSample(e.model.layers[static_cast<size_t>(l)], req.phase) > 0) r.kind = RunKind::kTensorParallel;
+    }
+  }
+  if (req.phase == Phase::kBackward) std::reverse(runs.begin(), runs.end());
+  return runs;
+}
+
+class Emitter {
+ public:
+  Emitter(Expansion& e, const RangeRequest& req) : e_(e), req_(req) {}
+
+  ComputeWork Work(const Lane& lane, const LayerRun& run, int first, int end, float fraction, LayerPart part,
+                   double expert_tokens) const {
+    ComputeWork w;
+    w.first_layer = first;
+    w.end_layer = end;
+    w.micro_batch = run.micro_batch;
+    w.fraction = fraction;
+    w.tp = run.tp;
+    w.precision = run.precision;
+    w.sequence_parallel = e_.plan.sequence_parallel;
+    const bool selective = e_.plan.recompute == RecomputeMode::kSelective;
+    w.selective_recompute = selective && req_.phase == Phase::kBackward;
+    w.part = part;
+    w.expert_tokens = expert_tokens;
+    const double samples = static_cast<double>(run.micro_batch) * fraction;
+    for (int l = first; l < end; ++l) {
+      const Layer& layer = e_.model.layers[static_cast<size_t>(l)];
+      const double scale = ActivationScale(e_, l);
+      if (part == LayerPart::kWhole) {
+        w.activation_bytes += scale * ActivationBytes(layer, samples, run.tp, e_.plan.sequence_parallel, selective);
+        w.checkpoint_bytes += scale * CheckpointBytes(layer, samples, run.tp, e_.plan.sequence_parallel);
+      } else if (part == LayerPart::kMoeGate) {
+        w.activation_bytes += scale * samples * static_cast<double>(layer.activation_replicated_bytes_per_sample);
+        w.checkpoint_bytes += scale * CheckpointBytes(layer, samples, run.tp, e_.plan.sequence_parallel);
+      } else {
+        const double per_token = static_cast<double>(layer.activation_bytes_per_sample - layer.activation_replicated_bytes_per_sample) /
+                                 static_cast<double>(std::max<std::int64_t>(1, layer.top_k * layer.seq_len));
+        w.activation_bytes += scale * per_token * expert_tokens;
+      }
+    }
+    (void)lane;
+    return w;
+  }
+
+  // One compute task on tensor-parallel ranks [first_rank, first_rank + degree) of the lane.
+  TaskId Compute(const Lane& lane, int first_rank, int degree, const ComputeWork& work, const std::vector<TaskId>& deps) {
+    Task t;
+    t.kind = TaskKind::kCompute;
+    t.phase = req_.phase;
+    t.checkpoint = req_.checkpoint;
+    t.stage = lane.stage;
+    t.chunk = lane.chunk;
+    t.replica = lane.replica;
+    t.micro_batch = lane.micro_batch;
+    t.iteration = lane.iteration;
+    t.first_layer = work.first_layer;
+    t.end_layer = work.end_layer;
+    t.fraction = work.fraction;
+    t.work = e_.sched.AddWork(work);
+    if (degree > 1) {
+      t.group = e_.TpGroup(lane.replica, lane.stage, first_rank, degree);
+    } else {
+      t.device = e_.Dev(lane.replica, lane.stage, first_rank);
+    }
+    const TaskId id = e_.sched.Add(t, deps);
+    for (int r = first_rank; r < first_rank + degree; ++r) {
+      const DeviceId d = e_.Dev(lane.replica, lane.stage, r);
+      e_.first_compute.try_emplace({lane.iteration, d}, id);
+    }
+    return id;
+  }
+
+  void RecordBackward(const Lane& lane, int first_rank, int degree, int layer, TaskId id) {
+    if (req_.phase != Phase::kBackward) return;
+    for (int r = first_rank; r < first_rank + degree; ++r) {
+      e_.RecordFinalBackward(lane.iteration, e_.Dev(lane.replica, lane.stage, r), layer, id);
+    }
+  }
+
+  TaskId Collective(const Lane& lane, CollectiveOp op, std::int32_t group, std::uint8_t stream, int first, int end,
+                    float fraction, std::int64_t bytes, const std::vector<TaskId>& deps, std::int32_t work = -1) {
+    Task c;
+    c.kind = TaskKind::kCollective;
+    c.op = op;
+    c.stream = stream;
+    c.phase = req_.phase;
+    c.group = group;
+    c.stage = lane.stage;
+    c.chunk = lane.chunk;
+    c.replica = lane.replica;
+    c.micro_batch = lane.micro_batch;
+    c.iteration = lane.iteration;
+    c.first_layer = first;
+    c.end_layer = end;
+    c.fraction = fraction;
+    c.bytes = bytes;
+    c.work = work;
+    return e_.sched.Add(c, deps);
+  }
+
+  absl::Status Dense(LaneState& ls, const LayerRun& run) {
+    const Lane& lane = ls.lane;
+    const int T = e_.plan.tp(lane.stage);
+    const int gangs = T / run.tp;
+    const float frac = lane.fraction / static_cast<float>(gangs);
+    // Pieces, in the order they run; a final backward ends a piece at each bucket boundary.
+    std::vector<std::pair<int, int>> pieces;
+    if (req_.final_backward && req_.phase == Phase::kBackward) {
+      const auto& ends = e_.bucket_ends[static_cast<size_t>(lane.stage)];
+      int top = run.end;
+      for (auto it = ends.lower_bound(run.end); it != ends.begin();) {
+        --it;
+        if (*it <= run.first) break;
+        pieces.emplace_back(*it, top);
+        top = *it;
+      }
+      pieces.emplace_back(run.first, top);
+    } else {
+      pieces.emplace_back(run.first, run.end);
+    }
+    for (int g = 0; g < gangs; ++g) {
+      const int r0 = g * run.tp;
+      std::vector<TaskId> deps = RankDeps(ls.frontier, r0, run.tp);
+      TaskId id = -1;
+      for (const auto& [a, b] : pieces) {
+        id = Compute(lane, r0, run.tp, Work(lane, run, a, b, frac, LayerPart::kWhole, 0), deps);
+        deps.clear();
+        for (int l = a; l < b; ++l) RecordBackward(lane, r0, run.tp, l, id);
+      }
+      for (int r = r0; r < r0 + run.tp; ++r) ls.frontier[static_cast<size_t>(r)] = {id};
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status TensorParallel(LaneState& ls, const LayerRun& run) {
+    const Lane& lane = ls.lane;
+    const int T = e_.plan.tp(lane.stage);
+    const int gangs = T / run.tp;
+    const int k = e_.opt.tp_chunks;
+    const float frac = lane.fraction / static_cast<float>(gangs);
+    const double samples = static_cast<double>(run.micro_batch) * static_cast<double>(lane.fraction) / gangs;
+    const std::uint8_t stream = e_.opt.tp_overlap ? streams::kTensorComm : streams::kCompute;
+    const bool backward = req_.phase == Phase::kBackward;
+    for (int g = 0; g < gangs; ++g) {
+      const int r0 = g * run.tp;
+      const std::int32_t group = e_.TpGroup(lane.replica, lane.stage, r0, run.tp);
+      std::vector<std::vector<TaskId>> chunk_deps(static_cast<size_t>(k), RankDeps(ls.frontier, r0, run.tp));
+      for (int step = 0; step < run.end - run.first; ++step) {
+        const int l = backward ? run.end - 1 - step : run.first + step;
+        const std::int64_t per_sample = TpBytesPerSample(e_.model.layers[static_cast<size_t>(l)], req_.phase);
+        for (int i = 0; i < k; ++i) {
+          const float part = frac / static_cast<float>(k);
+          const TaskId id = Compute(lane, r0, run.tp, Work(lane, run, l, l + 1, part, LayerPart::kWhole, 0),
+                                    chunk_deps[static_cast<size_t>(i)]);
+          chunk_deps[static_cast<size_t>(i)] = {id};
+          RecordBackward(lane, r0, run.tp, l, id);
+          if (per_sample > 0) {
+            const auto bytes = static_cast<std::int64_t>(static_cast<double>(per_sample) * samples / k);
+            const TaskId cid = Collective(lane, CollectiveOp::kAllReduce, group, stream, l, l + 1, part, bytes, {id});
+            chunk_deps[static_cast<size_t>(i)] = {cid};
+            RecordBackward(lane, r0, run.tp, l, cid);
+          }
+        }
+      }
+      std::vector<TaskId> last;
+      for (const auto& v : chunk_deps) last.insert(last.end(), v.begin(), v.end());
+      for (int r = r0; r < r0 + run.tp; ++r) ls.frontier[static_cast<size_t>(r)] = last;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ExpertParallel(std::vector<LaneState>& lanes, const LayerRun& run) {
+    const int l = run.first;
+    const Layer& layer = e_.model.layers[static_cast<size_t>(l)];
+    const Lane& lead = lanes.front().lane;
+    if (e_.plan.tp(lead.stage) != 1) {
+      return absl::UnimplementedError(absl::StrCat("layer ", l, " (", layer.name, "): expert parallelism runs on stages of "
+                                                   "tensor-parallel degree 1; stage ", lead.stage, " has ",
+                                                   e_.plan.tp(lead.stage)));
+    }
+    std::vector<DeviceId> members;
+    for (const LaneState& ls : lanes) members.push_back(e_.Dev(ls.lane.replica, ls.lane.stage, 0));
+    const std::int32_t group = e_.sched.Group(members);
+    TESTBED_ASSIGN_OR_RETURN(const TokenExchange x, ExchangeFor(e_, lead, l, run.micro_batch, static_cast<int>(lanes.size())));
+    const double act_elem = ElementBytes(run.precision);
+    auto matrix = [&](bool forward) {
+      AllToAllVWork w;
+      const size_t n = lanes.size();
+      w.bytes.assign(n * n, 0);
+      for (size_t i = 0; i < n; ++i) {
+        for (size_t j = 0; j < n; ++j) {
+          const double tokens = forward ? x.tokens[i * n + j] : x.tokens[j * n + i];
+          w.bytes[i * n + j] = static_cast<std::int64_t>(tokens * static_cast<double>(layer.hidden) * act_elem);
+        }
+      }
+      return e_.sched.AddWork(w);
+    };
+    const std::int32_t to_experts = matrix(true), from_experts = matrix(false);
+    auto a2a = [&](std::int32_t work, const std::vector<TaskId>& deps) {
+      return Collective(lead, CollectiveOp::kAllToAllV, group, streams::kCompute, l, l + 1, lead.fraction, 0, deps, work);
+    };
+    auto gate = [&](LaneState& ls, const std::vector<TaskId>& deps) {
+      return Compute(ls.lane, 0, 1, Work(ls.lane, run, l, l + 1, ls.lane.fraction, LayerPart::kMoeGate, 0), deps);
+    };
+    auto experts = [&](LaneState& ls, size_t rank, const std::vector<TaskId>& deps) {
+      return Compute(ls.lane, 0, 1,
+                     Work(ls.lane, run, l, l + 1, ls.lane.fraction, LayerPart::kMoeExperts, x.expert_tokens[rank]), deps);
+    };
+    if (req_.phase != Phase::kBackward) {
+      std::vector<TaskId> weights;
+      if (req_.phase == Phase::kForward) weights = ExpertWeightsBroadcast(lanes, l);
+      std::vector<TaskId> gates;
+      for (LaneState& ls : lanes) gates.push_back(gate(ls, AllDeps(ls.frontier)));
+      gates.insert(gates.end(), weights.begin(), weights.end());
+      const TaskId dispatch = a2a(to_experts, gates);
+      std::vector<TaskId> done;
+      for (size_t i = 0; i < lanes.size(); ++i) done.push_back(experts(lanes[i], i, {dispatch}));
+      const TaskId combine = a2a(from_experts, done);
+      for (LaneState& ls : lanes) ls.frontier = {{combine}};
+      return absl::OkStatus();
+    }
+    // Backward: gradients of the combined outputs go back to the experts, the experts'
+    // input gradients return, then each rank's gate.
+    std::vector<TaskId> ready;
+    for (LaneState& ls : lanes) {
+      const auto d = AllDeps(ls.frontier);
+      ready.insert(ready.end(), d.begin(), d.end());
+    }
+    const TaskId to = a2a(to_experts, ready);
+    std::vector<TaskId> done;
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      const TaskId id = experts(lanes[i], i, {to});
+      done.push_back(id);
+    }
+    const TaskId back = a2a(from_experts, done);
+    for (LaneState& ls : lanes) {
+      const TaskId id = gate(ls, {back});
+      RecordBackward(ls.lane, 0, 1, l, id);
+      ls.frontier = {{id}};
+    }
+    return absl::OkStatus();
+  }
+
+  // The first forward of a MoE layer in an iteration copies each replicated expert's weights
+  // from its owner to the ranks holding copies (Prophet's Trans, FasterMoE's shadowing).
+  std::vector<TaskId> ExpertWeightsBroadcast(std::vector<LaneState>& lanes, int l) {
+    const Lane& lead = lanes.front().lane;
+    const int group_index = lead.replica / std::max(1, e_.plan.experts.degree);
+    if (!e_.broadcast_done.insert({lead.iteration, l, lead.stage, group_index}).second) return {};
+    const Layer& layer = e_.model.layers[static_cast<size_t>(l)];
+    const ExpertPlacement p = PlacementFor(e_, lead.iteration, l);
+    std::vector<TaskId> out;
+    for (size_t ex = 0; ex < p.owner.size(); ++ex) {
+      if (p.replicas[ex].empty()) continue;
+      std::vector<DeviceId> g = {e_.Dev(lanes[static_cast<size_t>(p.owner[ex])].lane.replica, lead.stage, 0)};
+      for (int r : p.replicas[ex]) g.push_back(e_.Dev(lanes[static_cast<size_t>(r)].lane.replica, lead.stage, 0));
+      const auto bytes = static_cast<std::int64_t>(static_cast<double>(layer.expert_params) * e_.WeightElementBytes(l));
+      std::vector<TaskId> deps;
+      if (auto it = e_.optimizer_task.find({lead.iteration - 1, g.front()}); it != e_.optimizer_task.end()) deps.push_back(it->second);
+      out.push_back(Collective(lead, CollectiveOp::kBroadcast, e_.sched.Group(g), streams::kExpertComm, l, l + 1, 1.0f,
+                               bytes, deps));
+    }
+    return out;
+  }
+
+  // Between runs of different tensor-parallel degrees: every device gets the samples its new
+  // group works on (activations forward, their gradients backward) from a device that has
+  // them, by one all-to-all-v over the replica's devices.
+  void Reshard(LaneState& ls, int from_tp, int to_tp, int boundary_layer) {
+    const Lane& lane = ls.lane;
+    const int T = e_.plan.tp(lane.stage);
+    const Layer& layer = e_.model.layers[static_cast<size_t>(boundary_layer)];
+    const double total = static_cast<double>(layer.output_bytes_per_sample) * ActivationScale(e_, boundary_layer) *
+                         static_cast<double>(lane.samples) * lane.fraction;
+    AllToAllVWork w;
+    w.bytes.assign(static_cast<size_t>(T) * static_cast<size_t>(T), 0);
+    const int ga = T / from_tp, gb = T / to_tp;
+    for (int j = 0; j < T; ++j) {
+      // Device j needs sample block j / to_tp of gb blocks; group k of the old layout holds
+      // block k of ga blocks.
+      const double lo = static_cast<double>(j / to_tp) / gb, hi = static_cast<double>(j / to_tp + 1) / gb;
+      for (int k = 0; k < ga; ++k) {
+        const double a = std::max(lo, static_cast<double>(k) / ga), b = std::min(hi, static_cast<double>(k + 1) / ga);
+        if (b <= a) continue;
+        const bool local = j / from_tp == k;
+        const int src = local ? j : k * from_tp + j % from_tp;
+        if (src == j) continue;
+        w.bytes[static_cast<size_t>(src) * static_cast<size_t>(T) + static_cast<size_t>(j)] +=
+            static_cast<std::int64_t>((b - a) * total);
+      }
+    }
+    const std::int32_t group = e_.TpGroup(lane.replica, lane.stage);
+    const TaskId id = Collective(lane, CollectiveOp::kAllToAllV, group, streams::kCompute, boundary_layer,
+                                 boundary_layer + 1, lane.fraction, 0, AllDeps(ls.frontier), e_.sched.AddWork(w));
+    for (auto& f : ls.frontier) f = {id};
+  }
+
+ private:
+  Expansion& e_;
+  const RangeRequest& req_;
+};
+
+}  // namespace
+
+absl::Status EmitRange(Expansion& e, std::vector<LaneState>& lanes, const RangeRequest& req) {
+  if (req.first >= req.end || lanes.empty()) return absl::OkStatus();
+  Emitter em(e, req);
+  const std::vector<LayerRun> runs = Runs(e, lanes.front().lane, req);
+  const bool backward = req.phase == Phase::kBackward;
+  int prev_tp = -1;
+  for (const LayerRun& run : runs) {
+    if (prev_tp > 0 && prev_tp != run.tp) {
+      // Forward: the output of the layer before this run; backward: the gradient of the
+      // output of this run's last layer (the input of the run that just ran).
+      const int boundary = backward ? run.end - 1 : run.first - 1;
+      for (LaneState& ls : lanes) em.Reshard(ls, prev_tp, run.tp, boundary);
+    }
+    prev_tp = run.tp;
+    switch (run.kind) {
+      case RunKind::kExpertParallel:
+        TESTBED_RETURN_IF_ERROR(em.ExpertParallel(lanes, run));
+        break;
+      case RunKind::kTensorParallel:
+        for (LaneState& ls : lanes) TESTBED_RETURN_IF_ERROR(em.TensorParallel(ls, run));
+        break;
+      case RunKind::kDense:
+        for (LaneState& ls : lanes) TESTBED_RETURN_IF_ERROR(em.Dense(ls, run));
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace testbed::expand

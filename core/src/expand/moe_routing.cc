@@ -1,0 +1,70 @@
+#include "expand/moe_routing.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace testbed::expand {
+
+ExpertPlacement PlacementFor(const Expansion& e, int iteration, int layer) {
+  const auto& step = e.Inputs(iteration).placement;
+  if (auto it = step.find(layer); it != step.end()) return it->second;
+  return e.plan.PlacementOf(layer, e.model.layers[static_cast<size_t>(layer)].experts);
+}
+
+absl::StatusOr<TokenExchange> ExchangeFor(const Expansion& e, const Lane& lane, int layer, std::int64_t micro_batch,
+                                          int ranks) {
+  const Layer& l = e.model.layers[static_cast<size_t>(layer)];
+  const int experts = static_cast<int>(l.experts);
+  const ExpertPlacement place = PlacementFor(e, lane.iteration, layer);
+  if (static_cast<int>(place.owner.size()) != experts) {
+    return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " (", l.name, "): the expert placement of iteration ",
+                                                   lane.iteration, " lists ", place.owner.size(), " experts; the layer has ",
+                                                   experts));
+  }
+  const double tokens_per_rank = static_cast<double>(micro_batch) * lane.fraction * static_cast<double>(l.seq_len);
+  const auto& routing = e.Inputs(lane.iteration).routing;
+  const Routing* r = nullptr;
+  if (auto it = routing.find(layer); it != routing.end()) {
+    r = &it->second;
+    if (r->ranks != ranks || r->experts != experts || r->tokens.size() != static_cast<size_t>(ranks) * static_cast<size_t>(experts)) {
+      return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " (", l.name, "): the routing of iteration ", lane.iteration,
+                                                     " is for ", r->ranks, " ranks x ", r->experts, " experts (",
+                                                     r->tokens.size(), " counts); the plan has ", ranks,
+                                                     " expert-parallel ranks and the layer ", experts, " experts"));
+    }
+  }
+  const double even = tokens_per_rank * static_cast<double>(l.top_k) / std::max(1, experts);
+  const double cap = e.plan.experts.capacity_factor > 0 ? e.plan.experts.capacity_factor * even : -1;
+  TokenExchange x;
+  x.ranks = ranks;
+  x.tokens.assign(static_cast<size_t>(ranks) * static_cast<size_t>(ranks), 0.0);
+  x.expert_tokens.assign(static_cast<size_t>(ranks), 0.0);
+  for (int src = 0; src < ranks; ++src) {
+    for (int ex = 0; ex < experts; ++ex) {
+      // The routing table gives one micro-batch of the full micro-batch size; slices scale it.
+      double t = r != nullptr ? r->At(src, ex) * lane.fraction : even;
+      if (cap >= 0 && t > cap) {
+        x.dropped += t - cap;
+        t = cap;
+      }
+      const auto& copies = place.replicas[static_cast<size_t>(ex)];
+      const int owner = place.owner[static_cast<size_t>(ex)];
+      const bool local = owner == src || std::find(copies.begin(), copies.end(), src) != copies.end();
+      auto deliver = [&](int dst, double n) {
+        x.tokens[static_cast<size_t>(src) * static_cast<size_t>(ranks) + static_cast<size_t>(dst)] += n;
+        x.expert_tokens[static_cast<size_t>(dst)] += n;
+      };
+      if (local) {
+        deliver(src, t);
+        continue;
+      }
+      const double share = t / static_cast<double>(1 + copies.size());
+      deliver(owner, share);
+      for (int c : copies) deliver(c, share);
+    }
+  }
+  return x;
+}
+
+}  // namespace testbed::expand

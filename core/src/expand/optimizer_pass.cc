@@ -1,0 +1,64 @@
+// Pass 5: the optimizer step of each iteration waits for its devices' gradients (the
+// gradient-sync pass recorded them); under ZeRO the updated weight shards are all-gathered
+// after it (GatherParameters, called per iteration from pass 4 so the data-parallel stream
+// keeps iteration order) and the next iteration's first compute waits for that. Last, each
+// device's static memory: weights, gradients and optimizer state of what it owns, stashed
+// weight versions, and the expert copies it holds.
+#include "expand/expansion.h"
+#include "testbed/memory_model.h"
+
+namespace testbed::expand {
+
+absl::Status GatherParameters(Expansion& e, int it) {
+  if (e.plan.zero_stage < 1 || e.optimizer_task.empty()) return absl::OkStatus();
+  for (int s = 0; s < e.pp; ++s) {
+    const int dp = e.plan.dp(s);
+    if (dp < 2) continue;
+    for (int t = 0; t < e.plan.tp(s); ++t) {
+      std::vector<DeviceId> members;
+      std::vector<TaskId> steps;
+      for (int d = 0; d < dp; ++d) {
+        const DeviceId dev = e.Dev(d, s, t);
+        members.push_back(dev);
+        if (auto found = e.optimizer_task.find({it, dev}); found != e.optimizer_task.end()) steps.push_back(found->second);
+      }
+      if (steps.empty()) continue;
+      Task coll;
+      coll.kind = TaskKind::kCollective;
+      coll.op = CollectiveOp::kAllGather;
+      coll.stream = streams::kDataComm;
+      coll.group = e.sched.Group(members);
+      coll.stage = s;
+      coll.iteration = it;
+      coll.bytes = static_cast<std::int64_t>(StageParams(e.plan, e.model, s) * e.elem);
+      const TaskId id = e.sched.Add(coll, steps);
+      for (DeviceId dev : members) e.parameters_gathered[{it, dev}] = id;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerPass(Expansion& e) {
+  for (const auto& [key, task] : e.optimizer_task) {
+    auto ready = e.gradients_ready.find(key);
+    if (ready == e.gradients_ready.end()) continue;
+    for (TaskId g : ready->second) e.sched.AddDep(task, g);
+  }
+  for (const auto& [key, gather] : e.parameters_gathered) {
+    auto next = e.first_compute.find({key.first + 1, key.second});
+    if (next != e.first_compute.end()) e.sched.AddDep(next->second, gather);
+  }
+  for (int s = 0; s < e.pp; ++s) {
+    const Stage& st = e.StageAt(s);
+    for (int r = 0; r < st.dp(); ++r) {
+      const StaticMemory m = StaticBytes(e.OwnedParams(s, r), e.ctx.train.precision, e.ctx.train.optimizer,
+                                         e.plan.zero_stage, st.dp());
+      const double copies = e.CopiedExpertParams(s, r) * 2.0 * e.elem;  // weights and their gradients
+      const double stashed = static_cast<double>(e.weight_versions - 1) * m.weights;
+      for (DeviceId d : st.replicas[static_cast<size_t>(r)].devices) e.sched.SetStaticBytes(d, m.total() + copies + stashed);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace testbed::expand

@@ -1,0 +1,87 @@
+#include "expand/p2p.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace testbed::expand {
+
+std::int64_t BoundaryBytes(const Expansion& e, const Lane& lane, int first) {
+  const int prev = first - 1;
+  const Layer& layer = e.model.layers[static_cast<size_t>(prev)];
+  const int bits = e.plan.LayerBits(prev).activation_bits;
+  double bytes = static_cast<double>(layer.output_bytes_per_sample) * static_cast<double>(lane.samples) *
+                 e.Fraction(lane.stage, lane.replica, lane.micro_batch);
+  if (bits > 0) bytes *= bits / 16.0;
+  if (e.plan.sequence_parallel) bytes /= e.plan.tp(lane.stage);
+  return static_cast<std::int64_t>(bytes);
+}
+
+void EmitRecv(Expansion& e, LaneState& ls, Phase phase, int g, int from_stage, std::int64_t bytes) {
+  const Lane& lane = ls.lane;
+  const int tp = e.plan.tp(lane.stage);
+  const int from_tp = e.plan.tp(from_stage);
+  const auto [from_replica, from_mb] = e.Locate(from_stage, e.GlobalMicroBatch(lane.stage, lane.replica, lane.micro_batch));
+  (void)from_mb;
+  for (int t = 0; t < tp; ++t) {
+    Task task;
+    task.kind = TaskKind::kRecv;
+    task.stream = streams::kPipelineRecv;
+    task.phase = phase;
+    task.device = e.Dev(lane.replica, lane.stage, t);
+    task.peer = e.Dev(from_replica, from_stage, t % from_tp);
+    task.stage = lane.stage;
+    task.chunk = lane.chunk;
+    task.replica = lane.replica;
+    task.micro_batch = lane.micro_batch;
+    task.iteration = lane.iteration;
+    task.bytes = bytes;
+    task.fraction = static_cast<float>(e.Fraction(lane.stage, lane.replica, lane.micro_batch));
+    const TaskId id = e.sched.Add(task);
+    e.recvs[{lane.iteration, g, lane.replica, t, lane.micro_batch, phase == Phase::kBackward ? 1 : 0, 0}] = id;
+    ls.frontier[static_cast<size_t>(t)] = {id};
+  }
+}
+
+void EmitSend(Expansion& e, const LaneState& ls, Phase phase, int to_g, int to_stage, std::int64_t bytes) {
+  const Lane& lane = ls.lane;
+  const int tp = e.plan.tp(lane.stage);
+  const int to_tp = e.plan.tp(to_stage);
+  const auto [to_replica, to_mb] = e.Locate(to_stage, e.GlobalMicroBatch(lane.stage, lane.replica, lane.micro_batch));
+  for (int t = 0; t < to_tp; ++t) {
+    const int from = t % tp;
+    Task task;
+    task.kind = TaskKind::kSend;
+    task.stream = streams::kPipelineComm;
+    task.phase = phase;
+    task.device = e.Dev(lane.replica, lane.stage, from);
+    task.peer = e.Dev(to_replica, to_stage, t);
+    task.stage = lane.stage;
+    task.chunk = lane.chunk;
+    task.replica = lane.replica;
+    task.micro_batch = lane.micro_batch;
+    task.iteration = lane.iteration;
+    task.bytes = bytes;
+    task.fraction = static_cast<float>(e.Fraction(lane.stage, lane.replica, lane.micro_batch));
+    e.sends[{lane.iteration, to_g, to_replica, t, to_mb, phase == Phase::kBackward ? 1 : 0, 0}] =
+        e.sched.Add(task, ls.frontier[static_cast<size_t>(from)]);
+  }
+}
+
+absl::Status LinkTransfers(Expansion& e) {
+  for (const auto& [k, recv] : e.recvs) {
+    auto it = e.sends.find(k);
+    if (it == e.sends.end()) {
+      return absl::InternalError(absl::StrCat("pipeline expansion: no send for ", e.sched.Describe(recv)));
+    }
+    e.sched.Link(recv, it->second);
+  }
+  if (e.sends.size() != e.recvs.size()) {
+    for (const auto& [k, send] : e.sends) {
+      if (!e.recvs.count(k)) {
+        return absl::InternalError(absl::StrCat("pipeline expansion: no receive for ", e.sched.Describe(send)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace testbed::expand

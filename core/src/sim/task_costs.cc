@@ -1,0 +1,132 @@
+#include "sim/task_costs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace testbed::sim {
+
+absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, const Cluster& cluster,
+                                const DeviceModel& dm, const Collective& collective, bool free_communication) {
+  const size_t n = s.size();
+  duration.assign(n, 0.0);
+  mem_start.assign(n, 0.0);
+  mem_end.assign(n, 0.0);
+  comm.assign(n, nullptr);
+  specs_ = std::max<size_t>(1, cluster.device_specs().size());
+  compute_cache_.assign(s.compute_work().size() * specs_ * 3, std::numeric_limits<double>::quiet_NaN());
+  kernel_cache_.assign(s.kernel_work().size() * specs_, std::numeric_limits<double>::quiet_NaN());
+  for (TaskId t = 0; t < static_cast<TaskId>(n); ++t) {
+    const Task& task = s.task(t);
+    switch (task.kind) {
+      case TaskKind::kCompute:
+      case TaskKind::kKernel:
+        if (absl::Status st = ComputeCost(s, t, model, cluster, dm); !st.ok()) return st;
+        break;
+      case TaskKind::kSend:
+      case TaskKind::kCollective:
+      case TaskKind::kCopy:
+        if (free_communication) break;
+        if (absl::Status st = CommCost(s, t, cluster, collective); !st.ok()) return st;
+        break;
+      case TaskKind::kRecv:
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TaskCosts::ComputeCost(const Schedule& s, TaskId t, const ModelGraph& model, const Cluster& cluster,
+                                    const DeviceModel& dm) {
+  const Task& task = s.task(t);
+  const size_t i = static_cast<size_t>(t);
+  auto failed = [&](const absl::Status& st) {
+    return absl::Status(st.code(), absl::StrCat("device model on ", s.Describe(t), ": ", st.message()));
+  };
+  if (task.kind == TaskKind::kKernel) {
+    const KernelWork& k = s.kernel(t);
+    const int spec = cluster.device(task.device).spec_index;
+    double& cached = kernel_cache_[static_cast<size_t>(task.work) * specs_ + static_cast<size_t>(spec)];
+    if (std::isnan(cached)) {
+      auto kt = dm.KernelTime(k.flops, k.bytes, k.precision, cluster.spec_of(task.device));
+      if (!kt.ok()) return failed(kt.status());
+      cached = *kt;
+    }
+    duration[i] = cached;
+    return absl::OkStatus();
+  }
+  const ComputeWork& w = s.compute(t);
+  // A gang runs at the pace of its slowest member (heterogeneous tensor-parallel groups).
+  double time = 0;
+  int last_spec = -1;
+  for (DeviceId member : s.DevicesOf(t)) {
+    const int spec = cluster.device(member).spec_index;
+    if (spec == last_spec) continue;
+    last_spec = spec;
+    double& cached = compute_cache_[(static_cast<size_t>(task.work) * specs_ + static_cast<size_t>(spec)) * 3 +
+                                    static_cast<size_t>(task.phase)];
+    if (std::isnan(cached)) {
+      const DeviceSpec& dev = cluster.spec_of(member);
+      double total = 0;
+      for (int l = w.first_layer; l < w.end_layer; ++l) {
+        LayerWork lw{&model.layers[static_cast<size_t>(l)], task.phase, w.micro_batch, w.tp, w.sequence_parallel,
+                     w.precision, static_cast<double>(w.fraction), w.selective_recompute, w.part, w.expert_tokens};
+        auto lt = dm.LayerTime(lw, dev);
+        if (!lt.ok()) return failed(lt.status());
+        total += *lt;
+      }
+      cached = total;
+    }
+    time = std::max(time, cached);
+  }
+  duration[i] = time;
+  switch (task.phase) {
+    case Phase::kForward:
+      mem_start[i] = w.activation_bytes;
+      mem_end[i] = task.checkpoint ? w.checkpoint_bytes - w.activation_bytes : 0.0;
+      break;
+    case Phase::kRecompute:
+      mem_start[i] = w.activation_bytes;
+      mem_end[i] = -w.checkpoint_bytes;
+      break;
+    case Phase::kBackward:
+      mem_end[i] = -w.activation_bytes;
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& cluster, const Collective& collective) {
+  const Task& task = s.task(t);
+  const bool p2p = task.kind == TaskKind::kSend;
+  const bool copy = task.kind == TaskKind::kCopy;
+  const bool v = task.kind == TaskKind::kCollective && task.op == CollectiveOp::kAllToAllV;
+  const auto key = std::tuple(p2p ? -1 : copy ? -2 : static_cast<int>(task.op), p2p || copy ? -1 : task.group, task.bytes,
+                              p2p || copy ? task.device : -1, p2p ? task.peer : -1, v || copy ? task.work : -1);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    absl::StatusOr<CommPlan> plan;
+    const auto& group = task.group >= 0 ? s.groups()[static_cast<size_t>(task.group)] : std::vector<DeviceId>{};
+    if (p2p) {
+      plan = collective.PlanTransfer(task.device, task.peer, task.bytes, cluster);
+    } else if (copy) {
+      const CopyWork& c = s.copy_work()[static_cast<size_t>(task.work)];
+      plan = HostCopyPlan(task.device, c.host, c.to_device, task.bytes, cluster);
+    } else if (v) {
+      plan = collective.PlanAllToAllV(group, s.alltoallv_work()[static_cast<size_t>(task.work)].bytes, cluster);
+    } else {
+      plan = collective.PlanCollective(task.op, group, task.bytes, cluster);
+    }
+    if (!plan.ok()) {
+      return absl::Status(plan.status().code(), absl::StrCat(copy ? "copy" : "collective model", " on ", s.Describe(t), ": ",
+                                                             plan.status().message()));
+    }
+    it = plans_.emplace(key, std::make_unique<CommPlan>(std::move(*plan))).first;
+  }
+  comm[static_cast<size_t>(t)] = it->second.get();
+  return absl::OkStatus();
+}
+
+}  // namespace testbed::sim

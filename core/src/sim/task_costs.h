@@ -1,0 +1,44 @@
+// What every task of a schedule costs, before the event engine runs it: compute and kernel
+// durations from the device model (cached per work entry and device type: most tasks repeat
+// for every micro-batch and replica), the memory each compute task takes and gives back, and
+// the communication plan of every transfer, collective and copy from the collective model
+// (cached per distinct transfer). Reads only the schedule, the model's layers and the cluster.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "testbed/cluster.h"
+#include "testbed/collective.h"
+#include "testbed/device_model.h"
+#include "testbed/model_graph.h"
+#include "testbed/schedule.h"
+
+namespace testbed::sim {
+
+struct TaskCosts {
+  std::vector<double> duration;   // compute and kernel tasks, on their own
+  std::vector<double> mem_start;  // bytes a compute task takes when it starts
+  std::vector<double> mem_end;    // bytes it gives back (negative) or keeps when it ends
+  std::vector<const CommPlan*> comm;  // sends, collectives, copies (null: free)
+
+  // Fills every vector for `schedule`. Errors name the task whose model failed.
+  [[nodiscard]] absl::Status Prepare(const Schedule& schedule, const ModelGraph& model, const Cluster& cluster,
+                                     const DeviceModel& device_model, const Collective& collective,
+                                     bool free_communication);
+
+ private:
+  absl::Status ComputeCost(const Schedule& s, TaskId t, const ModelGraph& model, const Cluster& cluster,
+                           const DeviceModel& dm);
+  absl::Status CommCost(const Schedule& s, TaskId t, const Cluster& cluster, const Collective& collective);
+
+  // Seconds per (work, device type, phase) and (work, device type); NaN until computed.
+  std::vector<double> compute_cache_, kernel_cache_;
+  size_t specs_ = 1;
+  std::map<std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId, std::int32_t>, std::unique_ptr<CommPlan>> plans_;
+};
+
+}  // namespace testbed::sim
