@@ -35,8 +35,10 @@ absl::StatusOr<ExpandOptions> ExpandOptionsFrom(const ParamSet& params) {
   TESTBED_ASSIGN_OR_RETURN(double mib, params.Get<double>("dp_bucket_mib"));
   o.dp_bucket_bytes = static_cast<std::int64_t>(mib * 1048576.0);
   TESTBED_ASSIGN_OR_RETURN(o.dp_overlap, params.Get<bool>("dp_overlap"));
-  // Read leniently: schedulers that declare their own subset of these parameters keep working.
-  o.recompute_after_gradient = params.GetOr<bool>("recompute_after_gradient", false);
+  // A scheduler that fixes the recomputation's timing itself leaves this one undeclared.
+  if (params.Has("recompute_after_gradient")) {
+    TESTBED_ASSIGN_OR_RETURN(o.recompute_after_gradient, params.Get<bool>("recompute_after_gradient"));
+  }
   if (o.tp_chunks > 1) o.tp_overlap = true;  // chunks exist to overlap
   return o;
 }

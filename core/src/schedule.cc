@@ -243,8 +243,13 @@ std::string Schedule::Describe(TaskId id) const {
         const auto& g = groups_[static_cast<size_t>(t.group)];
         members = g.size() <= 8 ? absl::StrJoin(g, ",") : absl::StrCat(g.front(), ",...,", g.back(), " (", g.size(), ")");
       }
+      double bytes = static_cast<double>(t.bytes);
+      if (t.op == CollectiveOp::kAllToAllV && t.work >= 0 && static_cast<size_t>(t.work) < alltoallv_.size()) {
+        bytes = 0;  // in all
+        for (std::int64_t b : alltoallv_[static_cast<size_t>(t.work)].bytes) bytes += static_cast<double>(b);
+      }
       return absl::StrFormat("task %d: %s %.3g MiB over devices {%s} (%s layers [%d,%d))", id, CollectiveOpName(t.op),
-                             static_cast<double>(t.bytes) / 1048576.0, members, where, t.first_layer, t.end_layer);
+                             bytes / 1048576.0, members, where, t.first_layer, t.end_layer);
     }
   }
   return absl::StrCat("task ", id);

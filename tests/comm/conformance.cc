@@ -431,6 +431,10 @@ void CheckSubGroups(CommGroup& group, BufferSpace& space) {
   s = (*rev)->Broadcast(root_value.data(), 1, DataType::kInt32, 0);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(root_value.Get()[0], n - 1) << "broadcast from the reversed group's rank 0";
+  // All-to-all-v counts are by group rank: in the reversed group, rank p is world rank n-1-p.
+  int a2a_salt = 900;
+  AllToAllType<std::int64_t>(**rev, space, a2a_salt);
+  AllToAllType<float>(**rev, space, a2a_salt);
 
   // A sub-group of a sub-group: the first two members of the even/odd half.
   if ((*half)->size() >= 2 && (*half)->rank() < 2) {

@@ -63,6 +63,17 @@ partitioner = "fixture.uniform"
 [[arm]]
 name = "recompute"
 partitioner = { use = "fixture.uniform", recompute_first = true }
+
+[[arm]]
+name = "chain"
+partitioner = "fixture.uniform"
+precision_policy = "fixture.mark"
+tp_planner = "fixture.recompute_last"
+
+[[arm]]
+name = "broken-chain"
+partitioner = "fixture.uniform"
+tp_planner = { use = "fixture.recompute_last", break_plan = true }
 )";
 
 class PlanBackendTest : public ::testing::Test {
@@ -135,6 +146,25 @@ TEST_F(PlanBackendTest, RecomputationAddsOneForwardOfTheRecomputedLayer) {
   // Stage 0 recomputes the embedding (no FLOPs); stage 1 recomputes att1.
   const double t1 = (3 * kStage1Fwd + kAtt) * 2 / 1e12;
   EXPECT_DOUBLE_EQ(out->metrics.Find("stage_time_max_s")->value, t1);
+}
+
+TEST_F(PlanBackendTest, ThePlanningChainRunsItsKindsInChainOrderOverOnePlan) {
+  auto out = RunArm(2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  // tp_planner before precision_policy, whatever the order in the file.
+  EXPECT_EQ(out->metrics.Find("chain_order")->value, 12);
+  EXPECT_NE(out->metrics.Find("tp_planner_time_s"), nullptr);
+  EXPECT_NE(out->metrics.Find("precision_policy_time_s"), nullptr);
+  // The tp_planner's change reached the backend: stage 1 recomputes att1.
+  const double t1 = (3 * kStage1Fwd + kAtt) * 2 / 1e12;
+  EXPECT_DOUBLE_EQ(out->metrics.Find("stage_time_max_s")->value, t1);
+}
+
+TEST_F(PlanBackendTest, ARefinerThatBreaksThePlanIsNamed) {
+  auto out = RunArm(3);
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("tp_planner 'fixture.recompute_last' left an invalid plan: plan has no stages"));
 }
 
 TEST_F(PlanBackendTest, ResolvedRunRecordsEveryComponentParameter) {

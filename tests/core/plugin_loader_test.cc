@@ -97,6 +97,24 @@ TEST(PluginLoaderTest, WrongAbiVersionIsRefusedNamingBothVersions) {
   EXPECT_TRUE(loader.Load(Good("fixture_good")).ok());
 }
 
+TEST(PluginLoaderTest, AnotherBuildIdentityIsRefusedNamingBoth) {
+  Registry registry;
+  PluginLoader loader(registry);
+  auto loaded = loader.Load(Bad("fixture_other_build"));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string msg(loaded.status().message());
+  EXPECT_THAT(msg, HasSubstr("plugin built as 'testbed 0.1.0; gcc 99; libstdc++ 99 cxx11-abi 0; abseil 1 x'"));
+  EXPECT_THAT(msg, HasSubstr(std::string("this testbed is '") + kBuildIdentity + "'"));
+  EXPECT_TRUE(registry.ListAll().empty());
+  // The good fixture carries this build's identity, and the loader records it.
+  auto good = loader.Load(Good("fixture_good"));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->build, kBuildIdentity);
+  EXPECT_THAT(good->build, HasSubstr("testbed "));
+  EXPECT_THAT(good->build, HasSubstr("abseil "));
+}
+
 TEST(PluginLoaderTest, FailedRegisterLeavesNothingRegistered) {
   Registry registry;
   PluginLoader loader(registry);
@@ -209,10 +227,12 @@ TEST(PluginLoaderTest, LoadDirectoriesCollectsFailuresAndSkipsRepeats) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"fixture", "fixture_failing", "fixture_slow", "fixture_twin1",
                                              "fixture_twin2"}));
-  ASSERT_EQ(loader.failures().size(), 2u);  // the good directory seen again adds no failure
+  ASSERT_EQ(loader.failures().size(), 3u);  // the good directory seen again adds no failure
   EXPECT_EQ(loader.failures()[0].path, Bad("fixture_abi999"));
   EXPECT_THAT(loader.failures()[0].error, HasSubstr("ABI version 999"));
-  EXPECT_EQ(loader.failures()[1].path, Bad("fixture_rollback"));
+  EXPECT_EQ(loader.failures()[1].path, Bad("fixture_other_build"));
+  EXPECT_THAT(loader.failures()[1].error, HasSubstr("gcc 99"));
+  EXPECT_EQ(loader.failures()[2].path, Bad("fixture_rollback"));
   EXPECT_EQ(registry.Find(ComponentKind::kPartitioner, "fixture.rollback_partitioner"), nullptr);
 }
 

@@ -201,7 +201,9 @@ TEST(PresetsTest, InterNodeRoutesCrossTheNicLinks) {
   EXPECT_DOUBLE_EQ(c.PathBandwidth(0, 4), 12.5e9);  // EDR InfiniBand, 100 Gb/s
   for (LinkId l : c.Route(0, 4)) {
     const Link& link = c.links()[static_cast<size_t>(l)];
-    if (link.name.find("fabric") != std::string::npos) EXPECT_EQ(link.spec.kind, LinkKind::kInfiniband);
+    if (link.name.find("fabric") != std::string::npos) {
+      EXPECT_EQ(link.spec.kind, LinkKind::kInfiniband);
+    }
   }
 }
 

@@ -222,6 +222,25 @@ TEST(RegistryTest, TypedAddAndCreate) {
   EXPECT_NE(dynamic_cast<P*>(made->get()), nullptr);
 }
 
+TEST(ParamReaderTest, AnUndeclaredNameIsAnErrorNotADefault) {
+  ParamSet p;
+  p.Set("tp_chunks", std::int64_t{2});
+  p.Set("overlap", true);
+  ParamReader r(p, "scheduler 'x'");
+  EXPECT_EQ(r.Get<std::int64_t>("tp_chunks"), 2);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.Get<std::int64_t>("tp_chunk"), 0);  // misspelt: T{}, and remembered
+  EXPECT_TRUE(r.Get<bool>("overlap"));            // later reads still work
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::HasSubstr("scheduler 'x': no parameter named 'tp_chunk' (not declared)"));
+  ParamReader typed(p);
+  (void)typed.Get<double>("overlap");
+  EXPECT_EQ(typed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(typed.status().message()), ::testing::HasSubstr("parameter 'overlap' is a bool"));
+}
+
 TEST(ComponentKindTest, NamesRoundTrip) {
   for (ComponentKind k : kAllComponentKinds) EXPECT_EQ(KindFromName(KindName(k)), k);
   EXPECT_EQ(KindFromName("partitioner"), ComponentKind::kPartitioner);

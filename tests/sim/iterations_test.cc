@@ -65,7 +65,9 @@ TEST(Iterations, PipeDream2BWReachesTheSteadyStateClosedForm) {
     ProgramSource twobw = [p, n](int mb) -> absl::StatusOr<PipelineProgram> { return PipeDream2BWProgram(p, mb, n); };
     const Ran r = RunProgram(model, cluster, plan, twobw, n, true);
     EXPECT_NEAR(r.result.iteration_time_s, (n * m + p - 1) * (f + b), 1e-12) << n;
-    if (n == 2) EXPECT_NEAR(r.result.iteration_time_s - prev, m * (f + b), 1e-12);
+    if (n == 2) {
+      EXPECT_NEAR(r.result.iteration_time_s - prev, m * (f + b), 1e-12);
+    }
     prev = r.result.iteration_time_s;
   }
 }

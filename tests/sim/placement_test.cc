@@ -194,7 +194,9 @@ TEST(Placement, PerLayerDegreesBuildTheirGroupsAndReshardingTransfers) {
       const auto& bytes = s.alltoallv_work()[static_cast<size_t>(t.work)].bytes;
       const bool empty = std::all_of(bytes.begin(), bytes.end(), [](std::int64_t b) { return b == 0; });
       // Forward into degree 2 and backward out of it move nothing; the other two gather.
-      if (!empty) EXPECT_EQ(bytes, gather) << s.Describe(id);
+      if (!empty) {
+        EXPECT_EQ(bytes, gather) << s.Describe(id);
+      }
       ++reshards;
     }
   }

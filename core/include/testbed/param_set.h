@@ -33,17 +33,41 @@ class ParamSet {
     return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "' is a ",
                                                    ParamTypeName(TypeOf(it->second))));
   }
-  // Convenience for parameters the component itself declared: falls back on misuse.
-  template <typename T>
-  [[nodiscard]] T GetOr(const std::string& name, T fallback) const {
-    auto v = Get<T>(name);
-    return v.ok() ? *v : fallback;
-  }
-
   friend bool operator==(const ParamSet&, const ParamSet&) = default;
 
  private:
   std::map<std::string, ParamValue> values_;
+};
+
+// Reads a component's parameters by name and type, keeping the first failure (a name the
+// component never declared, a value of another type) so that a factory reads them all and
+// checks once; a misspelt name is an error, never a silent default:
+//   ParamReader r(params, "merak");
+//   o.tp_chunks = r.Get<std::int64_t>("tp_chunks");
+//   TESTBED_RETURN_IF_ERROR(r.status());
+class ParamReader {
+ public:
+  explicit ParamReader(const ParamSet& params, std::string owner = "") : params_(params), owner_(std::move(owner)) {}
+
+  // The value, or T{} after recording the failure.
+  template <typename T>
+  [[nodiscard]] T Get(const std::string& name) {
+    absl::StatusOr<T> v = params_.Get<T>(name);
+    if (v.ok()) return *std::move(v);
+    if (status_.ok()) {
+      status_ = absl::Status(v.status().code(),
+                             absl::StrCat(owner_.empty() ? "" : absl::StrCat(owner_, ": "), v.status().message(),
+                                          v.status().code() == absl::StatusCode::kNotFound ? " (not declared)" : ""));
+    }
+    return T{};
+  }
+  [[nodiscard]] const absl::Status& status() const noexcept { return status_; }
+  [[nodiscard]] bool ok() const noexcept { return status_.ok(); }
+
+ private:
+  const ParamSet& params_;
+  std::string owner_;
+  absl::Status status_;
 };
 
 }  // namespace testbed

@@ -12,18 +12,26 @@
 #include <boost/dll/alias.hpp>
 
 #include "absl/status/status.h"
+#include "testbed/build_identity.h"
 #include "testbed/registry.h"
 
 namespace testbed {
 
 // Bumped whenever a public header changes in a way that breaks binary compatibility.
-inline constexpr std::uint32_t kAbiVersion = 2;
+// 3: plans as lists of stages, self-describing tasks, the build identity below.
+inline constexpr std::uint32_t kAbiVersion = 3;
+
+// The build identity of this compilation (testbed/build_identity.h).
+inline constexpr const char* kBuildIdentity = TESTBED_BUILD_IDENTITY;
 
 // Layout rule: `abi_version` stays the first member forever, so that any version of the
-// loader can read it from any library.
+// loader can read it from any library. Then, from ABI 3 on, `build`, checked second.
 struct PluginInfo {
   std::uint32_t abi_version;  // kAbiVersion of the headers the plugin was built with
   std::uint32_t reserved;     // zero
+  // TESTBED_BUILD_IDENTITY of its compilation: testbed version, compiler, C++ library,
+  // Abseil; must equal the loader's.
+  const char* build;
   const char* name;           // plugin name, e.g. "merak"
   const char* version;        // the plugin's own version, e.g. "1.2.0"
   const char* description;    // one line
@@ -36,8 +44,8 @@ struct PluginInfo {
 
 #define TESTBED_PLUGIN(NAME, VERSION, DESCRIPTION, REGISTER_FN)                                  \
   namespace {                                                                                    \
-  const ::testbed::PluginInfo testbed_plugin_info_value_ = {::testbed::kAbiVersion, 0u, NAME,    \
-                                                           VERSION, DESCRIPTION, &REGISTER_FN};  \
+  const ::testbed::PluginInfo testbed_plugin_info_value_ = {                                     \
+      ::testbed::kAbiVersion, 0u, TESTBED_BUILD_IDENTITY, NAME, VERSION, DESCRIPTION, &REGISTER_FN}; \
   const ::testbed::PluginInfo* testbed_plugin_info_entry_() { return &testbed_plugin_info_value_; } \
   }                                                                                              \
   BOOST_DLL_ALIAS(testbed_plugin_info_entry_, testbed_plugin)

@@ -100,13 +100,13 @@ std::optional<NodeType> ResolveNode(const ConfigDoc& node_doc, const PresetLibra
   const size_t before = errors.size();
   ParamSet p = ResolveParams(node_doc, {}, NodeSchema(), "[node]", {"device", "link_types", "links"}, errors);
   NodeType type;
-  type.name = p.GetOr<std::string>("name", "node");
-  type.doc = p.GetOr<std::string>("doc", "");
-  type.devices = static_cast<int>(p.GetOr<std::int64_t>("devices", 1));
-  type.hubs = p.GetOr<std::vector<std::string>>("hubs", {});
-  type.hosts = p.GetOr<std::vector<std::string>>("hosts", {});
-  type.nics = p.GetOr<std::vector<std::string>>("nics", {});
-  type.nic_of = p.GetOr<std::vector<std::string>>("nic_of", {});
+  type.name = Declared<std::string>(p, "name", errors);
+  type.doc = Declared<std::string>(p, "doc", errors);
+  type.devices = static_cast<int>(Declared<std::int64_t>(p, "devices", errors));
+  type.hubs = Declared<std::vector<std::string>>(p, "hubs", errors);
+  type.hosts = Declared<std::vector<std::string>>(p, "hosts", errors);
+  type.nics = Declared<std::vector<std::string>>(p, "nics", errors);
+  type.nic_of = Declared<std::vector<std::string>>(p, "nic_of", errors);
   type.device = ResolveDevice(node_doc, {"device"}, presets, errors);
 
   std::map<std::string, LinkSpec> link_types;
@@ -117,9 +117,9 @@ std::optional<NodeType> ResolveNode(const ConfigDoc& node_doc, const PresetLibra
                                   absl::StrCat("[node.link_types.", name, "]"), {}, errors);
       LinkSpec spec;
       spec.type = name;
-      spec.kind = KindOf(lp.GetOr<std::string>("kind", "other"));
-      spec.bandwidth_bytes_per_s = lp.GetOr<double>("bandwidth_gb_per_s", 0) * 1e9;
-      spec.latency_s = lp.GetOr<double>("latency_us", 0) * 1e-6;
+      spec.kind = KindOf(Declared<std::string>(lp, "kind", errors));
+      spec.bandwidth_bytes_per_s = Declared<double>(lp, "bandwidth_gb_per_s", errors) * 1e9;
+      spec.latency_s = Declared<double>(lp, "latency_us", errors) * 1e-6;
       link_types[name] = spec;
     }
   } else if (node_doc.Get({"link_types"}) != nullptr) {
@@ -155,7 +155,7 @@ std::optional<NodeType> ResolveNode(const ConfigDoc& node_doc, const PresetLibra
       }
     }
   }
-  const std::string nic_link = p.GetOr<std::string>("nic_link", "");
+  const std::string nic_link = Declared<std::string>(p, "nic_link", errors);
   if (!nic_link.empty()) {
     if (auto spec = link_type(nic_link, {"nic_link"})) type.nic_link = *spec;
   } else if (!type.nics.empty()) {
@@ -176,15 +176,15 @@ DeviceSpec ResolveDevice(const ConfigDoc& doc, const KeyPath& section, const Pre
     return spec;
   }
   ParamSet p = ResolveParams(*dev_doc, {}, DeviceSchema(), "[device]", {"peak_tflops"}, errors);
-  spec.name = p.GetOr<std::string>("name", "");
+  spec.name = Declared<std::string>(p, "name", errors);
   if (spec.name.empty()) {
     const toml::node* n = doc.Get(section);
     spec.name = n && n->is_string() ? n->as_string()->get() : "device";
   }
-  spec.vendor = p.GetOr<std::string>("vendor", "");
-  spec.doc = p.GetOr<std::string>("doc", "");
-  spec.memory_bytes = static_cast<std::int64_t>(p.GetOr<double>("memory_gib", 0) * 1073741824.0);
-  spec.memory_bandwidth_bytes_per_s = p.GetOr<double>("memory_bandwidth_gb_per_s", 0) * 1e9;
+  spec.vendor = Declared<std::string>(p, "vendor", errors);
+  spec.doc = Declared<std::string>(p, "doc", errors);
+  spec.memory_bytes = static_cast<std::int64_t>(Declared<double>(p, "memory_gib", errors) * 1073741824.0);
+  spec.memory_bandwidth_bytes_per_s = Declared<double>(p, "memory_bandwidth_gb_per_s", errors) * 1e9;
   const toml::table* peaks = dev_doc->GetTable({"peak_tflops"});
   if (peaks == nullptr) {
     errors.Add(dev_doc->Where({}), "[device]: missing table 'peak_tflops' (peak TFLOP/s per precision)");
@@ -231,7 +231,7 @@ std::shared_ptr<const Cluster> ResolveCluster(const ConfigDoc& doc, const KeyPat
   const size_t before = errors.size();
   const std::string owner = absl::StrCat("[", PathToString(section), "]");
   ParamSet p = ResolveParams(*merged, {}, ClusterSchema(), owner, {"node", "groups"}, errors);
-  std::string name = p.GetOr<std::string>("name", "");
+  std::string name = Declared<std::string>(p, "name", errors);
   if (name.empty()) {
     const toml::node* pr = doc.Get(Child(section, "preset"));
     name = pr && pr->is_string() ? pr->as_string()->get() : "cluster";
@@ -273,12 +273,12 @@ std::shared_ptr<const Cluster> ResolveCluster(const ConfigDoc& doc, const KeyPat
           continue;
         }
         if (auto type = ResolveNode(*node_doc, presets, errors)) {
-          groups.push_back(NodeGroup{std::move(*type), static_cast<int>(gpar.GetOr<std::int64_t>("nodes", 1))});
+          groups.push_back(NodeGroup{std::move(*type), static_cast<int>(Declared<std::int64_t>(gpar, "nodes", errors))});
         }
       }
     }
   } else if (merged->Get({"node"})) {
-    add_group({"node"}, static_cast<int>(p.GetOr<std::int64_t>("nodes", 1)));
+    add_group({"node"}, static_cast<int>(Declared<std::int64_t>(p, "nodes", errors)));
   } else {
     errors.Add(merged->Where({}), absl::StrCat(owner, ": give 'node' (a node type) or 'groups'"));
   }

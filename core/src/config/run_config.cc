@@ -68,18 +68,18 @@ RecomputeMode RecomputeFrom(const std::string& s) {
   return RecomputeMode::kNone;
 }
 
-ExperimentMeta MetaFrom(const ParamSet& p) {
+ExperimentMeta MetaFrom(const ParamSet& p, ErrorList& errors) {
   ExperimentMeta m;
-  m.name = p.GetOr<std::string>("name", "");
-  m.paper = p.GetOr<std::string>("paper", "");
-  m.doc = p.GetOr<std::string>("doc", "");
-  m.backend = p.GetOr<std::string>("backend", "sim");
-  m.seed = p.GetOr<std::int64_t>("seed", 1);
-  m.output = p.GetOr<std::string>("output", "");
+  m.name = Declared<std::string>(p, "name", errors);
+  m.paper = Declared<std::string>(p, "paper", errors);
+  m.doc = Declared<std::string>(p, "doc", errors);
+  m.backend = Declared<std::string>(p, "backend", errors);
+  m.seed = Declared<std::int64_t>(p, "seed", errors);
+  m.output = Declared<std::string>(p, "output", errors);
   if (m.output.empty()) m.output = absl::StrCat("results/", m.name, ".h5");
-  m.metric = p.GetOr<std::string>("metric", "");
-  m.reference_metric = p.GetOr<std::string>("reference_metric", "speedup");
-  m.timeline = p.GetOr<std::string>("timeline", "auto");
+  m.metric = Declared<std::string>(p, "metric", errors);
+  m.reference_metric = Declared<std::string>(p, "reference_metric", errors);
+  m.timeline = Declared<std::string>(p, "timeline", errors);
   return m;
 }
 
@@ -93,7 +93,7 @@ absl::StatusOr<ExperimentMeta> ResolveMeta(const ConfigDoc& doc) {
   }
   ParamSet p = ResolveParams(doc, {"experiment"}, ExperimentSchema(), "[experiment]", {}, errors);
   if (!errors.empty()) return errors.ToStatus();
-  ExperimentMeta m = MetaFrom(p);
+  ExperimentMeta m = MetaFrom(p, errors);
   const BackendInfo* backend = FindBackendInfo(m.backend);
   if (backend == nullptr) {
     std::vector<std::string> names;
@@ -143,25 +143,25 @@ absl::StatusOr<ResolvedRun> ResolveRun(const RunSpec& spec, const Registry& regi
   }
 
   ParamSet train = ResolveParams(doc, {"train"}, TrainSchema(), "[train]", {}, errors);
-  run.train.global_batch = train.GetOr<std::int64_t>("global_batch", 0);
-  run.train.micro_batch = train.GetOr<std::int64_t>("micro_batch", 1);
-  run.train.micro_batches = train.GetOr<std::int64_t>("micro_batches", 0);
-  run.train.precision = PrecisionFromName(train.GetOr<std::string>("precision", "fp16")).value_or(Precision::kFp16);
-  run.train.optimizer = train.GetOr<std::string>("optimizer", "adam");
-  run.train.steps = train.GetOr<std::int64_t>("steps", 1);
-  run.train.learning_rate = train.GetOr<double>("learning_rate", 1e-3);
-  run.train.optimizer_step = train.GetOr<bool>("optimizer_step", true);
+  run.train.global_batch = Declared<std::int64_t>(train, "global_batch", errors);
+  run.train.micro_batch = Declared<std::int64_t>(train, "micro_batch", errors);
+  run.train.micro_batches = Declared<std::int64_t>(train, "micro_batches", errors);
+  run.train.precision = PrecisionFromName(Declared<std::string>(train, "precision", errors)).value_or(Precision::kFp16);
+  run.train.optimizer = Declared<std::string>(train, "optimizer", errors);
+  run.train.steps = Declared<std::int64_t>(train, "steps", errors);
+  run.train.learning_rate = Declared<double>(train, "learning_rate", errors);
+  run.train.optimizer_step = Declared<bool>(train, "optimizer_step", errors);
   Record(run, "train", train);
 
   ParamSet par = ResolveParams(doc, {"parallel"}, ParallelSchema(), "[parallel]", {}, errors);
-  run.parallel.tp = static_cast<int>(par.GetOr<std::int64_t>("tp", 1));
-  run.parallel.pp = static_cast<int>(par.GetOr<std::int64_t>("pp", 1));
-  run.parallel.dp = static_cast<int>(par.GetOr<std::int64_t>("dp", 0));
-  run.parallel.virtual_stages = static_cast<int>(par.GetOr<std::int64_t>("virtual_stages", 1));
-  run.parallel.recompute = RecomputeFrom(par.GetOr<std::string>("recompute", "none"));
-  run.parallel.sequence_parallel = par.GetOr<bool>("sequence_parallel", false);
-  run.parallel.zero_stage = static_cast<int>(par.GetOr<std::int64_t>("zero_stage", 0));
-  run.parallel.ep = static_cast<int>(par.GetOr<std::int64_t>("ep", 1));
+  run.parallel.tp = static_cast<int>(Declared<std::int64_t>(par, "tp", errors));
+  run.parallel.pp = static_cast<int>(Declared<std::int64_t>(par, "pp", errors));
+  run.parallel.dp = static_cast<int>(Declared<std::int64_t>(par, "dp", errors));
+  run.parallel.virtual_stages = static_cast<int>(Declared<std::int64_t>(par, "virtual_stages", errors));
+  run.parallel.recompute = RecomputeFrom(Declared<std::string>(par, "recompute", errors));
+  run.parallel.sequence_parallel = Declared<bool>(par, "sequence_parallel", errors);
+  run.parallel.zero_stage = static_cast<int>(Declared<std::int64_t>(par, "zero_stage", errors));
+  run.parallel.ep = static_cast<int>(Declared<std::int64_t>(par, "ep", errors));
   Record(run, "parallel", par);
 
   for (const auto& [section, specs] : backend.sections) {

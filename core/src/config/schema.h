@@ -32,6 +32,17 @@ class ErrorList {
   std::vector<std::string> errors_;
 };
 
+// The resolved value of a parameter the core declared in one of its schemas. A name the schema
+// does not declare, or another type, is a bug: it is recorded in `errors` and gives T{}, never
+// a silent default.
+template <typename T>
+[[nodiscard]] T Declared(const ParamSet& params, const std::string& name, ErrorList& errors) {
+  absl::StatusOr<T> v = params.Get<T>(name);
+  if (v.ok()) return *std::move(v);
+  errors.Add(absl::StrCat("internal: reading '", name, "': ", v.status().message()));
+  return T{};
+}
+
 // The nearest of `candidates` to `key` by edit distance, if close enough to be a typo.
 [[nodiscard]] std::string DidYouMean(absl::string_view key, const std::vector<std::string>& candidates);
 

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "engine/planning_chain.h"
 #include "engine/stage_costs.h"
 #include "testbed/device_model.h"
 #include "testbed/partitioner.h"
@@ -19,6 +20,7 @@ const BackendInfo& PlanBackend::Info() {
     b.default_metric = "stage_balance";
     b.kinds = {{ComponentKind::kPartitioner, true, "megatron.uniform"},
                {ComponentKind::kDeviceModel, true, "roofline"}};
+    AddPlanningKinds(b);
     return b;
   }();
   return info;
@@ -26,16 +28,12 @@ const BackendInfo& PlanBackend::Info() {
 
 absl::StatusOr<RunOutput> PlanBackend::Run(const ResolvedRun& run, const Registry& registry, const RunControl&) {
   const ComponentChoice& dm_choice = *run.Component(ComponentKind::kDeviceModel);
-  const ComponentChoice& part_choice = *run.Component(ComponentKind::kPartitioner);
   TESTBED_ASSIGN_OR_RETURN(auto device_model, registry.Create<DeviceModel>(dm_choice.name, dm_choice.params));
-  TESTBED_ASSIGN_OR_RETURN(auto partitioner, registry.Create<Partitioner>(part_choice.name, part_choice.params));
 
   PlanningContext ctx{*run.model, *run.cluster, run.train, run.parallel, *device_model, run.seed, {}};
-  const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<Plan> plan = CallPlugin("partitioner", part_choice.name, [&] { return partitioner->Partition(ctx); });
-  const double planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!plan.ok()) return plan.status();
-  TESTBED_RETURN_IF_ERROR(plan->Validate(static_cast<int>(run.model->layers.size()), *run.cluster));
+  StepInputs inputs;
+  TESTBED_ASSIGN_OR_RETURN(PlanningOutcome planned, RunPlanningChain(run, registry, ctx, inputs));
+  const Plan* plan = &planned.plan;
 
   TESTBED_ASSIGN_OR_RETURN(StageCosts costs, ComputeStageCosts(*plan, *run.model, *run.cluster, run.train, *device_model));
   RunOutput out;
@@ -50,7 +48,7 @@ absl::StatusOr<RunOutput> PlanBackend::Run(const ResolvedRun& run, const Registr
   out.metrics.Add("stage_time_mean_s", costs.mean_time_s, "s", Better::kLower);
   out.metrics.Add("stage_balance", costs.balance, "1", Better::kLower);
   out.metrics.Add("stage_params_max", static_cast<double>(costs.max_params), "params", Better::kLower);
-  out.metrics.Add("planning_time_s", planning_s, "s", Better::kLower);
+  out.metrics.Merge(planned.metrics);
   out.metrics.Merge(plan->planner_metrics);
   out.tables.push_back(costs.ToTable());
   return out;

@@ -47,8 +47,16 @@ absl::StatusOr<LoadedPlugin> PluginLoader::Load(const std::filesystem::path& lib
                                                       info->abi_version, ", but this testbed has ABI version ",
                                                       kAbiVersion, "; rebuild the plugin against these headers"));
   }
+  // Then the build identity: the same ABI version compiled by another toolchain (or against
+  // another testbed release) would pass C++ values of another layout.
+  const std::string build = info->build != nullptr ? info->build : "";
+  if (build != kBuildIdentity) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": plugin built as '", build.empty() ? "(none)" : build,
+                                                      "', but this testbed is '", kBuildIdentity,
+                                                      "'; rebuild the plugin with this testbed's toolchain and headers"));
+  }
   LoadedPlugin loaded{path, info->name ? info->name : "", info->version ? info->version : "",
-                      info->description ? info->description : ""};
+                      info->description ? info->description : "", build};
   if (loaded.name.empty() || info->register_components == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": plugin info lacks a name or a register callback"));
   }

@@ -19,6 +19,7 @@ struct LoadedPlugin {
   std::string name;
   std::string version;
   std::string description;
+  std::string build;  // its build identity
 };
 
 struct PluginFailure {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/planning_chain.h"
 #include "absl/strings/str_split.h"
 #include "engine/stage_costs.h"
 #include "exec/collective_latency.h"
@@ -90,6 +91,7 @@ const BackendInfo& RealBackend::Info() {
                {ComponentKind::kCompressor, false, ""},
                {ComponentKind::kDeviceModel, true, "roofline"},
                {ComponentKind::kCollective, true, "ring"}};
+    AddPlanningKinds(b);
     b.sections["data"] = {
         ParamSpec::Choice("dataset", "text", {"text", "digits"})
             .Doc("text: the shipped character corpus (gpt models); digits: UCI optdigits (mlp models)"),
@@ -123,9 +125,20 @@ const BackendInfo& RealBackend::Info() {
 absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registry& registry, const RunControl&) {
   const ParamSet& data = run.sections.at("data");
   const ParamSet& real = run.sections.at("real");
-  const std::string dataset = data.GetOr<std::string>("dataset", "text");
-  const double validation_fraction = data.GetOr<double>("validation_fraction", 0.1);
-  std::string path = data.GetOr<std::string>("path", "");
+  ParamReader read_data(data, "[data]"), read_real(real, "[real]");
+  const std::string dataset = read_data.Get<std::string>("dataset");
+  const double validation_fraction = read_data.Get<double>("validation_fraction");
+  std::string path = read_data.Get<std::string>("path");
+  const std::int64_t data_validation_samples = read_data.Get<std::int64_t>("validation_samples");
+  const std::string real_compress = read_real.Get<std::string>("compress");
+  const std::string real_device = read_real.Get<std::string>("device");
+  const bool real_predict = read_real.Get<bool>("predict");
+  const double real_target_loss = read_real.Get<double>("target_loss");
+  const bool real_check_against_single = read_real.Get<bool>("check_against_single");
+  const double real_max_loss_diff_vs_single = read_real.Get<double>("max_loss_diff_vs_single");
+  const std::int64_t real_profile_repeats = read_real.Get<std::int64_t>("profile_repeats");
+  TESTBED_RETURN_IF_ERROR(read_data.status());
+  TESTBED_RETURN_IF_ERROR(read_real.status());
   if (path.empty()) {
     TESTBED_ASSIGN_OR_RETURN(path, FindData(dataset == "text" ? "text/gpl-3.0.txt" : "digits/digits.csv.gz"));
   }
@@ -141,7 +154,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     shape.vocab = corpus->vocab_size();
     shape.tied_embeddings = false;
     source = exec::TextSource(*corpus, shape.seq_len, run.seed);
-    validation = exec::TextValidation(*corpus, shape.seq_len, data.GetOr<std::int64_t>("validation_samples", 64));
+    validation = exec::TextValidation(*corpus, shape.seq_len, data_validation_samples);
   } else {
     if (shape.family != "mlp") return absl::InvalidArgumentError("[data] dataset \"digits\" trains an mlp model");
     TESTBED_ASSIGN_OR_RETURN(train::LabeledData all, train::LoadDigits(path));
@@ -158,16 +171,15 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   const double bandwidth = exec::MeasureMemcpyBandwidth();
   TESTBED_ASSIGN_OR_RETURN(Cluster cluster, CpuCluster(world, bandwidth));
   TESTBED_ASSIGN_OR_RETURN(auto device_model, Make<DeviceModel>(registry, *run.Component(ComponentKind::kDeviceModel)));
-  TESTBED_ASSIGN_OR_RETURN(auto partitioner, Make<Partitioner>(registry, *run.Component(ComponentKind::kPartitioner)));
   TESTBED_ASSIGN_OR_RETURN(auto scheduler, Make<Scheduler>(registry, *run.Component(ComponentKind::kScheduler)));
   TESTBED_ASSIGN_OR_RETURN(auto communicator,
                            Make<Communicator>(registry, *run.Component(ComponentKind::kCommunicator)));
   ParallelSettings parallel = run.parallel;
   parallel.dp = dp;
   PlanningContext ctx{graph, cluster, run.train, parallel, *device_model, run.seed, {}};
-  TESTBED_ASSIGN_OR_RETURN(Plan plan, CallPlugin("partitioner", run.Component(ComponentKind::kPartitioner)->name,
-                                                 [&] { return partitioner->Partition(ctx); }));
-  TESTBED_RETURN_IF_ERROR(plan.Validate(static_cast<int>(graph.layers.size()), cluster));
+  StepInputs step_inputs;
+  TESTBED_ASSIGN_OR_RETURN(PlanningOutcome planned, RunPlanningChain(run, registry, ctx, step_inputs));
+  Plan plan = std::move(planned.plan);
   if (plan.zero_stage > 0) return absl::UnimplementedError("real execution runs without ZeRO sharding (zero_stage = 0)");
   SchedulingContext sctx{graph, cluster, plan, run.train, *device_model};
   TESTBED_ASSIGN_OR_RETURN(Schedule schedule, CallPlugin("scheduler", run.Component(ComponentKind::kScheduler)->name,
@@ -180,12 +192,12 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     make_compressor = [&registry, choice]() { return Make<Compressor>(registry, choice); };
   }
   std::function<bool(int)> compress_layer;
-  if (real.GetOr<std::string>("compress", "all") == "embedding") {
+  if (real_compress == "embedding") {
     compress_layer = [&graph](int l) { return graph.layers[static_cast<size_t>(l)].kind == LayerKind::kEmbedding; };
   }
   exec::ExecutorInputs inputs{graph, plan, schedule, run.train, source, run.seed, make_compressor, compress_layer,
                               validation, {}};
-  const bool on_gpu = real.GetOr<std::string>("device", "cpu") == "cuda";
+  const bool on_gpu = real_device == "cuda";
   if (on_gpu) {
     inputs.make_gemm = [](int world_rank) -> absl::StatusOr<std::unique_ptr<train::GemmBackend>> {
       const int gpus = train::CudaDeviceCount();
@@ -196,7 +208,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     };
   }
   TESTBED_ASSIGN_OR_RETURN(auto endpoints, communicator->Connect(world));
-  const bool predict = real.GetOr<bool>("predict", true);
+  const bool predict = real_predict;
   double allreduce_latency = 0;
   if (predict) {
     TESTBED_ASSIGN_OR_RETURN(allreduce_latency, exec::MeasureAllReduceLatency(endpoints, 30));
@@ -243,7 +255,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     ++counted;
   }
   measured /= std::max(1, counted);
-  if (const double target = real.GetOr<double>("target_loss", 0.0); target > 0) {
+  if (const double target = real_target_loss; target > 0) {
     // Time to a target loss: measured steps and wall time until the loss first reaches it.
     double elapsed = 0;
     std::int64_t reached = -1;
@@ -262,7 +274,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   m.Add("measured_tokens_per_s", tokens / measured, "tokens/s", Better::kHigher);
 
   std::vector<double> single_loss;
-  if (real.GetOr<bool>("check_against_single", true) && world > 1) {
+  if (real_check_against_single && world > 1) {
     // The same model and data on one rank: the reference every layout must reproduce.
     GridSpec g;
     g.micro_batch = plan.micro_batch;
@@ -292,7 +304,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     m.Add("single_process_final_loss", ref.steps.back().loss, loss_unit);
     m.Add("max_loss_diff_vs_single", loss_diff, loss_unit, Better::kLower);
     m.Add("max_grad_norm_rel_diff_vs_single", norm_diff, "1", Better::kLower);
-    const double allowed = real.GetOr<double>("max_loss_diff_vs_single", 0.0);
+    const double allowed = real_max_loss_diff_vs_single;
     if (allowed > 0 && !(loss_diff <= allowed)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the loss differs from single-process training of the same model on the same data by up to ", loss_diff,
@@ -307,7 +319,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     TESTBED_ASSIGN_OR_RETURN(exec::ProfiledDeviceModel profile,
                              exec::ProfiledDeviceModel::Profile(graph, plan.micro_batch, plan.tp(0),
-                                                                static_cast<int>(real.GetOr<std::int64_t>("profile_repeats", 3)),
+                                                                static_cast<int>(real_profile_repeats),
                                                                 bandwidth));
     TESTBED_ASSIGN_OR_RETURN(auto collective, Make<Collective>(registry, *run.Component(ComponentKind::kCollective)));
     // Link latency from the measured all-reduce: the collective's cost of a 4-byte all-reduce

@@ -1,6 +1,7 @@
 #include "expand/expansion.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "testbed/memory_model.h"
@@ -88,13 +89,59 @@ bool Expansion::Compressed(int layer) const {
          (!gc->embedding_only || model.layers[static_cast<size_t>(layer)].kind == LayerKind::kEmbedding);
 }
 
+size_t Expansion::WorkKeyHash::operator()(const WorkKey& k) const noexcept {
+  std::uint32_t fb;
+  std::memcpy(&fb, &k.fraction, sizeof fb);
+  std::uint64_t h = static_cast<std::uint64_t>(k.first) * 1000003u ^ static_cast<std::uint64_t>(k.end) * 7919u ^
+                    static_cast<std::uint64_t>(k.tp) * 131u ^ static_cast<std::uint64_t>(k.micro_batch) * 104729u ^
+                    (static_cast<std::uint64_t>(fb) << 21) ^ (static_cast<std::uint64_t>(k.precision) << 11) ^
+                    (static_cast<std::uint64_t>(k.part) << 7) ^ (static_cast<std::uint64_t>(k.selective) << 5) ^
+                    static_cast<std::uint64_t>(k.expert_tokens * 4099.0);
+  return static_cast<size_t>(h);
+}
+
+size_t Expansion::TransferKeyHash::operator()(const TransferKey& k) const noexcept {
+  std::uint64_t h = static_cast<std::uint64_t>(k.iteration);
+  for (std::int32_t v : {k.chunk, k.replica, k.tp_rank, k.micro_batch, k.backward}) {
+    h = h * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(static_cast<std::uint32_t>(v));
+  }
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+void Expansion::MeetTransfer(const TransferKey& key, TaskId task, bool is_recv) {
+  auto [it, fresh] = unmatched.try_emplace(key, task, is_recv);
+  if (fresh) return;
+  const auto [other, other_is_recv] = it->second;
+  unmatched.erase(it);
+  if (other_is_recv == is_recv) {
+    // Two sends (or receives) for one slot: left for LinkTransfers to report.
+    duplicate_transfer = task;
+    return;
+  }
+  if (is_recv) {
+    sched.Link(task, other);
+  } else {
+    sched.Link(other, task);
+  }
+}
+
 std::int32_t Expansion::TpGroup(int replica, int stage, int first, int degree) {
   const int tp = plan.tp(stage);
   if (degree <= 0) degree = tp;
+  std::int32_t* cached = nullptr;
+  if (first == 0 && degree == tp) {
+    cached = &full_tp_group_[static_cast<size_t>(stage)][static_cast<size_t>(replica)];
+  } else {
+    const std::uint64_t key = (static_cast<std::uint64_t>(replica) << 40) ^ (static_cast<std::uint64_t>(stage) << 24) ^
+                              (static_cast<std::uint64_t>(first) << 12) ^ static_cast<std::uint64_t>(degree);
+    cached = &sub_tp_group_.try_emplace(key, -1).first->second;
+  }
+  if (*cached >= 0) return *cached;
   std::vector<DeviceId> g;
   g.reserve(static_cast<size_t>(degree));
   for (int t = first; t < first + degree; ++t) g.push_back(Dev(replica, stage, t));
-  return sched.Group(g);
+  *cached = sched.Group(g);
+  return *cached;
 }
 
 const std::vector<PipelineOp>& Expansion::OpsOf(int stage, int replica) const {
@@ -217,6 +264,9 @@ absl::Status Expansion::PrepareOps(const ProgramSource& programs) {
       for (DeviceId d : r.devices) stage_of_device_[static_cast<size_t>(d)] = s;
     }
   }
+  first_compute_.assign(static_cast<size_t>(iterations), std::vector<TaskId>(static_cast<size_t>(sched.num_devices()), -1));
+  full_tp_group_.assign(static_cast<size_t>(pp), {});
+  for (int s = 0; s < pp; ++s) full_tp_group_[static_cast<size_t>(s)].assign(static_cast<size_t>(plan.dp(s)), -1);
   final_bwd_.assign(static_cast<size_t>(iterations), {});
   for (auto& per_device : final_bwd_) {
     per_device.resize(static_cast<size_t>(sched.num_devices()));

@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -63,6 +64,11 @@ class Expansion {
   int weight_versions = 1;
 
   [[nodiscard]] const Stage& StageAt(int s) const { return plan.stages[static_cast<size_t>(s)]; }
+  // Tensor-parallel degree of `layer` on stage `s` (its setting, else the stage's).
+  [[nodiscard]] int LayerTpOn(int s, int layer) const {
+    if (plan.layers.empty() || plan.layers[static_cast<size_t>(layer)].tp <= 0) return plan.tp(s);
+    return plan.layers[static_cast<size_t>(layer)].tp;
+  }
   [[nodiscard]] DeviceId Dev(int replica, int stage, int t) const { return plan.DeviceOf(replica, stage, t); }
   [[nodiscard]] const StepInput& Inputs(int iteration) const;
   // Bytes per gradient / weight element of a layer (its precision setting, else the run's).
@@ -111,13 +117,45 @@ class Expansion {
   std::map<std::pair<int, DeviceId>, std::vector<TaskId>> gradients_ready;
   // First compute task of each (iteration, device): waits for the previous iteration's
   // parameter all-gather under ZeRO.
-  std::map<std::pair<int, DeviceId>, TaskId> first_compute;
+  void RecordCompute(int iteration, DeviceId device, TaskId task) {
+    TaskId& slot = first_compute_[static_cast<size_t>(iteration)][static_cast<size_t>(device)];
+    if (slot < 0) slot = task;
+  }
+  [[nodiscard]] TaskId FirstCompute(int iteration, DeviceId device) const {
+    if (iteration >= iterations) return -1;
+    return first_compute_[static_cast<size_t>(iteration)][static_cast<size_t>(device)];
+  }
+  // Work entries by what determines them, so that the thousands of tasks doing the same work
+  // are interned without recomputing their memory figures.
+  struct WorkKey {
+    std::int32_t first, end, tp;
+    std::int64_t micro_batch;
+    float fraction;
+    std::uint8_t precision, part, selective;
+    double expert_tokens;
+    bool operator==(const WorkKey&) const = default;
+  };
+  struct WorkKeyHash {
+    size_t operator()(const WorkKey& k) const noexcept;
+  };
+  std::unordered_map<WorkKey, std::int32_t, WorkKeyHash> work_ids;
   // ZeRO: the all-gather of the weights after each (iteration, device)'s step.
   std::map<std::pair<int, DeviceId>, TaskId> parameters_gathered;
 
-  // Point-to-point: (iteration, receiving stage, replica, tp rank, global chunk, micro-batch, backward).
-  using TransferKey = std::tuple<int, int, int, int, int, int, int>;
-  std::map<TransferKey, TaskId> sends, recvs;
+  // Point-to-point: a receive and its send meet under (iteration, receiving global chunk,
+  // receiving replica, tp rank, micro-batch, direction); the second to arrive links the pair.
+  struct TransferKey {
+    std::int32_t iteration, chunk, replica, tp_rank, micro_batch, backward;
+    bool operator==(const TransferKey&) const = default;
+  };
+  struct TransferKeyHash {
+    size_t operator()(const TransferKey& k) const noexcept;
+  };
+  // Registers one side; links the pair when the other side is already there.
+  void MeetTransfer(const TransferKey& key, TaskId task, bool is_recv);
+  // Transfers still waiting for their other side (an error once compute is done).
+  std::unordered_map<TransferKey, std::pair<TaskId, bool>, TransferKeyHash> unmatched;
+  TaskId duplicate_transfer = -1;
   std::set<std::tuple<int, int, int, int, int>> pending_recompute;  // (iteration, stage, replica, chunk, mb)
   // Expert weights already broadcast to their copies: (iteration, layer, stage, expert-parallel group).
   std::set<std::tuple<int, int, int, int>> broadcast_done;
@@ -131,6 +169,9 @@ class Expansion {
   std::vector<std::vector<int>> local_layer_;  // [stage][layer] -> index among the stage's layers, -1
   std::vector<int> stage_of_device_;
   std::vector<std::vector<std::vector<TaskId>>> final_bwd_;      // [iteration][device][local layer]
+  std::vector<std::vector<TaskId>> first_compute_;               // [iteration][device]
+  std::vector<std::vector<std::int32_t>> full_tp_group_;         // [stage][replica]: its whole TP group
+  std::unordered_map<std::uint64_t, std::int32_t> sub_tp_group_; // (replica, stage, first, degree)
 };
 
 // The passes, each in its own file.

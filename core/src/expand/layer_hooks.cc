@@ -57,7 +57,7 @@ std::vector<LayerRun> Runs(const Expansion& e, const Lane& lane, const RangeRequ
     LayerRun r;
     r.first = l;
     r.end = l + 1;
-    r.tp = e.plan.LayerTp(l);
+    r.tp = e.LayerTpOn(lane.stage, l);
     r.precision = e.LayerPrecisionOf(l);
     r.micro_batch = MicroBatchOf(e, lane, l);
     const bool ep = e.ExpertParallel(l);
@@ -85,8 +85,21 @@ class Emitter {
  public:
   Emitter(Expansion& e, const RangeRequest& req) : e_(e), req_(req) {}
 
-  ComputeWork Work(const Lane& lane, const LayerRun& run, int first, int end, float fraction, LayerPart part,
-                   double expert_tokens) const {
+  // The work entry of layers [first, end) of a run, interned.
+  std::int32_t Work(const Lane& lane, const LayerRun& run, int first, int end, float fraction, LayerPart part,
+                    double expert_tokens) {
+    const bool selective = e_.plan.recompute == RecomputeMode::kSelective;
+    const Expansion::WorkKey key{first, end, run.tp, run.micro_batch, fraction, static_cast<std::uint8_t>(run.precision),
+                                 static_cast<std::uint8_t>(part),
+                                 static_cast<std::uint8_t>(selective && req_.phase == Phase::kBackward), expert_tokens};
+    auto [it, fresh] = e_.work_ids.try_emplace(key, -1);
+    if (!fresh) return it->second;
+    it->second = e_.sched.AddWork(MakeWork(lane, run, first, end, fraction, part, expert_tokens));
+    return it->second;
+  }
+
+  ComputeWork MakeWork(const Lane& lane, const LayerRun& run, int first, int end, float fraction, LayerPart part,
+                       double expert_tokens) const {
     ComputeWork w;
     w.first_layer = first;
     w.end_layer = end;
@@ -120,7 +133,8 @@ class Emitter {
   }
 
   // One compute task on tensor-parallel ranks [first_rank, first_rank + degree) of the lane.
-  TaskId Compute(const Lane& lane, int first_rank, int degree, const ComputeWork& work, const std::vector<TaskId>& deps) {
+  TaskId Compute(const Lane& lane, int first_rank, int degree, std::int32_t work_id, const std::vector<TaskId>& deps) {
+    const ComputeWork& work = e_.sched.compute_work()[static_cast<size_t>(work_id)];
     Task t;
     t.kind = TaskKind::kCompute;
     t.phase = req_.phase;
@@ -133,17 +147,14 @@ class Emitter {
     t.first_layer = work.first_layer;
     t.end_layer = work.end_layer;
     t.fraction = work.fraction;
-    t.work = e_.sched.AddWork(work);
+    t.work = work_id;
     if (degree > 1) {
       t.group = e_.TpGroup(lane.replica, lane.stage, first_rank, degree);
     } else {
       t.device = e_.Dev(lane.replica, lane.stage, first_rank);
     }
     const TaskId id = e_.sched.Add(t, deps);
-    for (int r = first_rank; r < first_rank + degree; ++r) {
-      const DeviceId d = e_.Dev(lane.replica, lane.stage, r);
-      e_.first_compute.try_emplace({lane.iteration, d}, id);
-    }
+    for (int r = first_rank; r < first_rank + degree; ++r) e_.RecordCompute(lane.iteration, e_.Dev(lane.replica, lane.stage, r), id);
     return id;
   }
 

@@ -45,8 +45,8 @@ absl::Status OptimizerPass(Expansion& e) {
     for (TaskId g : ready->second) e.sched.AddDep(task, g);
   }
   for (const auto& [key, gather] : e.parameters_gathered) {
-    auto next = e.first_compute.find({key.first + 1, key.second});
-    if (next != e.first_compute.end()) e.sched.AddDep(next->second, gather);
+    const TaskId next = e.FirstCompute(key.first + 1, key.second);
+    if (next >= 0) e.sched.AddDep(next, gather);
   }
   for (int s = 0; s < e.pp; ++s) {
     const Stage& st = e.StageAt(s);

@@ -36,7 +36,7 @@ void EmitRecv(Expansion& e, LaneState& ls, Phase phase, int g, int from_stage, s
     task.bytes = bytes;
     task.fraction = static_cast<float>(e.Fraction(lane.stage, lane.replica, lane.micro_batch));
     const TaskId id = e.sched.Add(task);
-    e.recvs[{lane.iteration, g, lane.replica, t, lane.micro_batch, phase == Phase::kBackward ? 1 : 0, 0}] = id;
+    e.MeetTransfer({lane.iteration, g, lane.replica, t, lane.micro_batch, phase == Phase::kBackward ? 1 : 0}, id, true);
     ls.frontier[static_cast<size_t>(t)] = {id};
   }
 }
@@ -61,25 +61,23 @@ void EmitSend(Expansion& e, const LaneState& ls, Phase phase, int to_g, int to_s
     task.iteration = lane.iteration;
     task.bytes = bytes;
     task.fraction = static_cast<float>(e.Fraction(lane.stage, lane.replica, lane.micro_batch));
-    e.sends[{lane.iteration, to_g, to_replica, t, to_mb, phase == Phase::kBackward ? 1 : 0, 0}] =
-        e.sched.Add(task, ls.frontier[static_cast<size_t>(from)]);
+    const TaskId id = e.sched.Add(task, ls.frontier[static_cast<size_t>(from)]);
+    e.MeetTransfer({lane.iteration, to_g, to_replica, t, to_mb, phase == Phase::kBackward ? 1 : 0}, id, false);
   }
 }
 
 absl::Status LinkTransfers(Expansion& e) {
-  for (const auto& [k, recv] : e.recvs) {
-    auto it = e.sends.find(k);
-    if (it == e.sends.end()) {
-      return absl::InternalError(absl::StrCat("pipeline expansion: no send for ", e.sched.Describe(recv)));
-    }
-    e.sched.Link(recv, it->second);
+  if (e.duplicate_transfer >= 0) {
+    return absl::InternalError(absl::StrCat("pipeline expansion: a second transfer for the same slot: ",
+                                            e.sched.Describe(e.duplicate_transfer)));
   }
-  if (e.sends.size() != e.recvs.size()) {
-    for (const auto& [k, send] : e.sends) {
-      if (!e.recvs.count(k)) {
-        return absl::InternalError(absl::StrCat("pipeline expansion: no receive for ", e.sched.Describe(send)));
-      }
-    }
+  // Every pair met during the compute pass; a transfer left alone has no other side.
+  if (!e.unmatched.empty()) {
+    TaskId first = -1;
+    for (const auto& [key, side] : e.unmatched) first = first < 0 ? side.first : std::min(first, side.first);
+    const bool recv = e.sched.task(first).kind == TaskKind::kRecv;
+    return absl::InternalError(absl::StrCat("pipeline expansion: no ", recv ? "send" : "receive", " for ",
+                                            e.sched.Describe(first)));
   }
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/planning_chain.h"
 #include "engine/stage_costs.h"
 #include "sim/sim_report.h"
 #include "testbed/status_macros.h"
@@ -53,13 +54,14 @@ const BackendInfo& SimBackend::Info() {
   static const BackendInfo info = [] {
     BackendInfo b;
     b.name = "sim";
-    b.doc = "discrete-event simulation of one training iteration";
+    b.doc = "discrete-event simulation of train.steps training iterations";
     b.default_metric = "throughput_samples_per_s";
     b.kinds = {{ComponentKind::kPartitioner, true, "megatron.uniform"},
                {ComponentKind::kScheduler, true, "1f1b"},
                {ComponentKind::kDeviceModel, true, "roofline"},
                {ComponentKind::kCollective, true, "auto"},
                {ComponentKind::kCompressor, false, ""}};
+    AddPlanningKinds(b);
     b.sections["sim"] = {
         ParamSpec::Bool("enforce_memory", true).Doc("refuse plans whose memory peak exceeds a device's memory"),
         ParamSpec::Double("memory_reserve_gib", 0.0).Min(0).Unit("GiB").Doc("memory per device not available to training (runtime, fragmentation)"),
@@ -84,24 +86,24 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
                                                                         make(ComponentKind::kCollective).params));
   TESTBED_ASSIGN_OR_RETURN(auto scheduler, registry.Create<Scheduler>(make(ComponentKind::kScheduler).name,
                                                                       make(ComponentKind::kScheduler).params));
-  const ComponentChoice& part = make(ComponentKind::kPartitioner);
-  TESTBED_ASSIGN_OR_RETURN(auto partitioner, registry.Create<Partitioner>(part.name, part.params));
 
   SimSettings settings;
-  const ParamSet& sim = run.sections.at("sim");
-  settings.enforce_memory = sim.GetOr<bool>("enforce_memory", true);
-  settings.memory_reserve_bytes = sim.GetOr<double>("memory_reserve_gib", 0.0) * kGiB;
-  settings.check_schedule = sim.GetOr<bool>("check_schedule", true);
-  settings.free_communication = sim.GetOr<bool>("free_communication", false);
-  settings.timeline_max_tasks = sim.GetOr<std::int64_t>("timeline_max_tasks", 200000);
+  ParamReader read_sim(run.sections.at("sim"), "[sim]");
+  settings.enforce_memory = read_sim.Get<bool>("enforce_memory");
+  settings.memory_reserve_bytes = read_sim.Get<double>("memory_reserve_gib") * kGiB;
+  settings.check_schedule = read_sim.Get<bool>("check_schedule");
+  settings.free_communication = read_sim.Get<bool>("free_communication");
+  settings.timeline_max_tasks = read_sim.Get<std::int64_t>("timeline_max_tasks");
   settings.timeline = run.meta.timeline;
+  const std::string compress = read_sim.Get<std::string>("compress");
+  double density = read_sim.Get<double>("embedding_density");
+  TESTBED_RETURN_IF_ERROR(read_sim.status());
   std::shared_ptr<Compressor> compressor;
   GradientCompression compression;
   if (const ComponentChoice* c = run.Component(ComponentKind::kCompressor)) {
     TESTBED_ASSIGN_OR_RETURN(compressor, registry.Create<Compressor>(c->name, c->params));
     compression.compressor = compressor.get();
-    compression.embedding_only = sim.GetOr<std::string>("compress", "all") == "embedding";
-    double density = sim.GetOr<double>("embedding_density", 0.0);
+    compression.embedding_only = compress == "embedding";
     if (density <= 0) {
       // Distinct tokens among a replica's tokens drawn uniformly from the vocabulary:
       // V (1 - (1 - 1/V)^N), an upper bound for natural text (Zipf repeats more).
@@ -116,6 +118,8 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
     settings.compression = &compression;
   }
 
+  StepInputs inputs;
+  settings.inputs = &inputs;
   PlanningContext ctx{*run.model, *run.cluster, run.train, run.parallel, *device_model, run.seed, {}};
   SimSettings quiet = settings;
   quiet.check_schedule = false;
@@ -124,14 +128,11 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
                                                        *collective, *scheduler, quiet, false));
     return o.metrics;
   };
-  const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<Plan> plan = CallPlugin("partitioner", part.name, [&] { return partitioner->Partition(ctx); });
-  const double planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!plan.ok()) return plan.status();
-  TESTBED_ASSIGN_OR_RETURN(RunOutput out, SimulatePlan(*plan, *run.model, *run.cluster, run.train, *device_model,
+  TESTBED_ASSIGN_OR_RETURN(PlanningOutcome planned, RunPlanningChain(run, registry, ctx, inputs));
+  TESTBED_ASSIGN_OR_RETURN(RunOutput out, SimulatePlan(planned.plan, *run.model, *run.cluster, run.train, *device_model,
                                                        *collective, *scheduler, settings, true));
-  out.metrics.Add("planning_time_s", planning_s, "s", Better::kLower);
-  out.metrics.Merge(plan->planner_metrics);
+  out.metrics.Merge(planned.metrics);
+  out.metrics.Merge(planned.plan.planner_metrics);
   return out;
 }
 

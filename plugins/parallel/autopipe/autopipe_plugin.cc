@@ -12,7 +12,8 @@ absl::StatusOr<std::unique_ptr<Partitioner>> MakePartitioner(const ParamSet& p) 
   AutoPipeOptions o;
   TESTBED_ASSIGN_OR_RETURN(o.search, p.Get<bool>("search"));
   TESTBED_ASSIGN_OR_RETURN(o.heuristic, p.Get<bool>("heuristic"));
-  o.sublayers = p.GetOr<std::string>("granularity", "sublayer") == "sublayer";
+  TESTBED_ASSIGN_OR_RETURN(const std::string granularity, p.Get<std::string>("granularity"));
+  o.sublayers = granularity == "sublayer";
   TESTBED_ASSIGN_OR_RETURN(std::int64_t max_candidates, p.Get<std::int64_t>("max_candidates"));
   o.max_candidates = static_cast<int>(max_candidates);
   return std::make_unique<AutoPipePartitioner>(o);

@@ -60,6 +60,8 @@ absl::StatusOr<PipelineProgram> SlicerScheduler::Program(const SchedulingContext
       case PipelineOp::Kind::kBackward:
         return stage_time(s, Phase::kBackward, f, false) +
                (after_gradient ? stage_time(s, Phase::kRecompute, f, true) : 0.0);
+      case PipelineOp::Kind::kOptimizerStep:
+        return 0.0;
     }
     return 0.0;
   };

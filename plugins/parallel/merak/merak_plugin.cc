@@ -29,8 +29,9 @@ std::vector<ParamSpec> PartitionerParams() {
 absl::StatusOr<std::unique_ptr<Partitioner>> MakePartitioner(const ParamSet& p) {
   MerakOptions o;
   TESTBED_ASSIGN_OR_RETURN(o.search, p.Get<bool>("search"));
-  o.proxy_graph_stages = p.GetOr<std::string>("stages", "proxy_graph") == "proxy_graph";
-  const std::string recompute = p.GetOr<std::string>("recompute", "stage_aware");
+  TESTBED_ASSIGN_OR_RETURN(const std::string stages, p.Get<std::string>("stages"));
+  o.proxy_graph_stages = stages == "proxy_graph";
+  TESTBED_ASSIGN_OR_RETURN(const std::string recompute, p.Get<std::string>("recompute"));
   o.recompute = recompute == "uniform" ? RecomputePolicy::kUniform
                 : recompute == "none"  ? RecomputePolicy::kNone
                                        : RecomputePolicy::kStageAware;

@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> ShiftedCriticalPathScheduler::Make(co
   // gradient arrived, unless the schedule moved the recomputation ahead.
   expand.recompute_after_gradient = true;
   ScpOptions scp;
-  const std::string early = p.GetOr<std::string>("early_recompute", "cooldown");
+  TESTBED_ASSIGN_OR_RETURN(const std::string early, p.Get<std::string>("early_recompute"));
   scp.early = early == "all" ? EarlyRecompute::kAll : early == "none" ? EarlyRecompute::kNone : EarlyRecompute::kCooldown;
   TESTBED_ASSIGN_OR_RETURN(scp.last_stage_recomputes, p.Get<bool>("last_stage_recomputes"));
   TESTBED_ASSIGN_OR_RETURN(scp.shift_stage, p.Get<bool>("shift_stage"));

@@ -44,7 +44,8 @@ CommPlan RingPlan(CollectiveOp op, const std::vector<DeviceId>& group, double by
       // Pipelined chain: every hop carries the whole buffer; the pipeline fills in n-1 steps.
       plan.phases.push_back(ring_phase(bytes, n - 1, true));
       break;
-    case CollectiveOp::kAllToAll: {
+    case CollectiveOp::kAllToAll:
+    case CollectiveOp::kAllToAllV: {  // sizes per pair unknown here: planned as the uniform exchange
       PhaseBuilder b(cluster, tuning);
       for (DeviceId a : group) {
         for (DeviceId c : group) b.Message(a, c, chunk);
