@@ -134,6 +134,13 @@ class ExecutorTest : public ::testing::Test {
   }
 
   static absl::StatusOr<std::vector<StepRecord>> Run(const Layout& layout) {
+    TESTBED_ASSIGN_OR_RETURN(ExecutionResult result, RunFull(layout));
+    return result.steps;
+  }
+
+  // The whole result; `edit` may change the schedule before it runs.
+  static absl::StatusOr<ExecutionResult> RunFull(const Layout& layout,
+                                                 const std::function<void(Schedule&)>& edit = nullptr) {
     ModelShape shape;
     shape.name = "tiny";
     shape.layers = 4;
@@ -166,11 +173,11 @@ class ExecutorTest : public ::testing::Test {
     TESTBED_ASSIGN_OR_RETURN(Plan plan, part->Partition(ctx));
     SchedulingContext sctx{graph, cluster, plan, train, *dm};
     TESTBED_ASSIGN_OR_RETURN(Schedule schedule, sched->BuildSchedule(sctx));
+    if (edit) edit(schedule);
     TESTBED_ASSIGN_OR_RETURN(auto endpoints, Endpoints(layout, world));
     ExecutorInputs in{graph, plan, schedule, train, TextSource(*corpus_, shape.seq_len, 5), 5, {}, {}, {},
                       layout.make_gemm};
-    TESTBED_ASSIGN_OR_RETURN(ExecutionResult result, Execute(in, std::move(endpoints)));
-    return result.steps;
+    return Execute(in, std::move(endpoints));
   }
 
   static void ExpectSameAsSingle(const Layout& layout) {
@@ -217,6 +224,41 @@ TEST_F(ExecutorTest, FullRecomputation) {
 TEST_F(ExecutorTest, SubPipelinedTensorParallelism) {
   ExpectSameAsSingle({"tp2-chunks2", 2, 1, 1, 1, "megatron.uniform", {}, "1f1b", {{"tp_chunks", std::int64_t{2}}}});
 }
+// Sub-pipelined tensor parallelism for real: each sub-batch's all-reduce is started, the
+// other sub-batch's layer computes, and only then is the all-reduce waited for; without
+// sub-batches every all-reduce is waited for by the very next task.
+TEST_F(ExecutorTest, TensorParallelAllReducesOverlapTheOtherSubBatch) {
+  auto chunked = RunFull({"tp2-chunks2", 2, 1, 1, 1, "megatron.uniform", {}, "1f1b", {{"tp_chunks", std::int64_t{2}}}});
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  auto blocking = RunFull({"tp2", 2, 1, 1});
+  ASSERT_TRUE(blocking.ok()) << blocking.status();
+  // 4 blocks x (attention + MLP) x (forward + backward) x 2 sub-batches x 2 ranks = 64
+  // all-reduces; the first sub-batch's always overlaps the second's compute.
+  EXPECT_GE(chunked->tensor_parallel_overlapped_per_step, 32);
+  EXPECT_EQ(blocking->tensor_parallel_overlapped_per_step, 0);
+  // The same bytes in both: the all-reduces are the schedule's, not the layers' own.
+  EXPECT_DOUBLE_EQ(chunked->tensor_parallel_bytes_per_step, blocking->tensor_parallel_bytes_per_step);
+  EXPECT_GT(blocking->tensor_parallel_bytes_per_step, 0);
+}
+
+// A task the executor has no handler for fails the run, naming it.
+TEST_F(ExecutorTest, ATaskWithoutAHandlerIsAnErrorNamingIt) {
+  auto r = RunFull({"dp2", 1, 1, 2}, [](Schedule& s) {
+    Task copy;
+    copy.kind = TaskKind::kCopy;
+    copy.stream = streams::kHostCopy;
+    copy.device = 1;
+    copy.bytes = 64;
+    copy.work = s.AddWork(CopyWork{true, -1});
+    s.Add(copy);
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("no handler for a copy task on the host-copy stream"), std::string_view::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("copy 6.1e-05 MiB from host to device 1"), std::string_view::npos) << r.status();
+}
+
 TEST_F(ExecutorTest, MerakShiftedCriticalPath) {
   Layout l{"merak-pp4", 1, 4, 1, 1, "megatron.uniform", {}, "merak.shifted_critical_path"};
   l.recompute = RecomputeMode::kFull;

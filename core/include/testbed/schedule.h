@@ -127,6 +127,10 @@ struct Task {
   std::int32_t first_layer = 0;   // the layers it computes, or whose tensors it carries
   std::int32_t end_layer = 0;
   float fraction = 1.0f;          // part of the micro-batch (slices, sub-batches)
+  // Sub-batches: the task runs block `sub_batch` of `sub_batches` equal blocks of its
+  // micro-batch's samples (tensor-parallel overlap, groups of a per-layer degree).
+  std::int16_t sub_batch = 0;
+  std::int16_t sub_batches = 1;
   std::int64_t bytes = 0;         // send/recv/copy: payload; collective: per-member buffer (see Collective)
   // Index into the side table of its kind: compute_work, kernel_work, alltoallv_work (a
   // kAllToAllV collective) or copy_work; -1 for kinds without one.

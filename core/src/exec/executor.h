@@ -3,12 +3,14 @@
 // times is also run for real: gradients equal single-process training, and measured task
 // times can be held against the simulator's.
 //
-// Each rank walks its own tasks in schedule order: compute tasks run the model's layers for a
-// micro-batch (forward, backward, or the recompute of a checkpointed forward), receives and
-// sends move activations and gradients between stages, data-parallel collectives all-reduce
-// (or compress) the gradients of their layers, kernel tasks step the optimizer. Tensor-parallel
-// all-reduces happen inside the layers, where Megatron-LM does them, so the schedule's
-// tensor-parallel collective tasks have no work of their own here.
+// Each rank walks its own tasks in the schedule's execution order, each through the handler
+// of its (kind, operation, stream) (rank_runner.h; a task no handler takes is an error):
+// compute tasks run the model's layers for a micro-batch or a sub-batch of it (forward,
+// backward, or the recompute of a checkpointed forward), receives and sends move activations
+// and gradients between stages, tensor-parallel all-reduces reduce a split layer's partial
+// result asynchronously (so the next sub-batch's compute overlaps them), data-parallel
+// collectives all-reduce (or compress) the gradients of their layers, kernel tasks step the
+// optimizer.
 #pragma once
 
 #include <cstdint>
@@ -77,6 +79,8 @@ struct ExecutionResult {
   double pipeline_bytes_per_step = 0;     // stage-to-stage sends, all ranks
   double data_parallel_bytes_per_step = 0;  // gradient exchange on the wire, all ranks
   double tensor_parallel_bytes_per_step = 0;
+  // Tensor-parallel all-reduces that ran while the rank computed something else (all ranks).
+  double tensor_parallel_overlapped_per_step = 0;
   double encode_s_per_step = 0;  // compressor encode time, mean over ranks
   double compressed_dense_bytes_per_step = 0;  // the compressed tensors' float32 size, all ranks
   double compressed_wire_bytes_per_step = 0;   // what their payloads put on the wire, all ranks

@@ -26,23 +26,40 @@ absl::Status AttentionSublayer::Reduce(Matrix<float>& m) const {
   return reduce_(m);
 }
 
-absl::StatusOr<Matrix<float>> AttentionSublayer::Forward(const Matrix<float>& x, LayerCache<float>& cache) {
+absl::StatusOr<Matrix<float>> AttentionSublayer::ForwardPartial(const Matrix<float>& x, LayerCache<float>& cache) {
   cache.Clear();
   cache.children.resize(2);
   TESTBED_ASSIGN_OR_RETURN(Matrix<float> a, ln_.Forward(x, cache.children[0]));
-  TESTBED_ASSIGN_OR_RETURN(Matrix<float> o, attn_.Forward(a, cache.children[1]));
-  TESTBED_RETURN_IF_ERROR(Reduce(o));  // partial sums over the heads of each rank
-  Matrix<float> y = x + o;
+  return attn_.Forward(a, cache.children[1]);  // partial sums over the heads of this rank
+}
+
+Matrix<float> AttentionSublayer::ForwardFinish(const Matrix<float>& x, const Matrix<float>& reduced) const {
+  Matrix<float> y = x + reduced;
   y.rowwise() += bias_.value.row(0);
   return y;
 }
 
-absl::StatusOr<Matrix<float>> AttentionSublayer::Backward(const Matrix<float>& dy, const LayerCache<float>& cache) {
+absl::StatusOr<Matrix<float>> AttentionSublayer::Forward(const Matrix<float>& x, LayerCache<float>& cache) {
+  TESTBED_ASSIGN_OR_RETURN(Matrix<float> o, ForwardPartial(x, cache));
+  TESTBED_RETURN_IF_ERROR(Reduce(o));
+  return ForwardFinish(x, o);
+}
+
+absl::StatusOr<Matrix<float>> AttentionSublayer::BackwardPartial(const Matrix<float>& dy, const LayerCache<float>& cache) {
   bias_.grad.row(0) += dy.colwise().sum();
-  TESTBED_ASSIGN_OR_RETURN(Matrix<float> da, attn_.Backward(dy, cache.children[1]));
-  TESTBED_RETURN_IF_ERROR(Reduce(da));  // partial input gradients of the column-parallel QKV
-  TESTBED_ASSIGN_OR_RETURN(Matrix<float> dx, ln_.Backward(da, cache.children[0]));
+  return attn_.Backward(dy, cache.children[1]);  // partial input gradients of the column-parallel QKV
+}
+
+absl::StatusOr<Matrix<float>> AttentionSublayer::BackwardFinish(const Matrix<float>& dy, const Matrix<float>& reduced,
+                                                              const LayerCache<float>& cache) {
+  TESTBED_ASSIGN_OR_RETURN(Matrix<float> dx, ln_.Backward(reduced, cache.children[0]));
   return Matrix<float>(dx + dy);
+}
+
+absl::StatusOr<Matrix<float>> AttentionSublayer::Backward(const Matrix<float>& dy, const LayerCache<float>& cache) {
+  TESTBED_ASSIGN_OR_RETURN(Matrix<float> da, BackwardPartial(dy, cache));
+  TESTBED_RETURN_IF_ERROR(Reduce(da));
+  return BackwardFinish(dy, da, cache);
 }
 
 std::vector<train::Param<float>*> AttentionSublayer::Params() {
@@ -72,29 +89,46 @@ absl::Status MlpSublayer::Reduce(Matrix<float>& m) const {
   return reduce_(m);
 }
 
-absl::StatusOr<Matrix<float>> MlpSublayer::Forward(const Matrix<float>& x, LayerCache<float>& cache) {
+absl::StatusOr<Matrix<float>> MlpSublayer::ForwardPartial(const Matrix<float>& x, LayerCache<float>& cache) {
   cache.Clear();
   cache.children.resize(4);
   auto& c = cache.children;
   TESTBED_ASSIGN_OR_RETURN(Matrix<float> m, ln_.Forward(x, c[0]));
   TESTBED_ASSIGN_OR_RETURN(Matrix<float> u, fc1_.Forward(m, c[1]));
   TESTBED_ASSIGN_OR_RETURN(Matrix<float> g, gelu_.Forward(u, c[2]));
-  TESTBED_ASSIGN_OR_RETURN(Matrix<float> o, fc2_.Forward(g, c[3]));
-  TESTBED_RETURN_IF_ERROR(Reduce(o));
-  Matrix<float> y = x + o;
+  return fc2_.Forward(g, c[3]);
+}
+
+Matrix<float> MlpSublayer::ForwardFinish(const Matrix<float>& x, const Matrix<float>& reduced) const {
+  Matrix<float> y = x + reduced;
   y.rowwise() += bias_.value.row(0);
   return y;
 }
 
-absl::StatusOr<Matrix<float>> MlpSublayer::Backward(const Matrix<float>& dy, const LayerCache<float>& cache) {
+absl::StatusOr<Matrix<float>> MlpSublayer::Forward(const Matrix<float>& x, LayerCache<float>& cache) {
+  TESTBED_ASSIGN_OR_RETURN(Matrix<float> o, ForwardPartial(x, cache));
+  TESTBED_RETURN_IF_ERROR(Reduce(o));
+  return ForwardFinish(x, o);
+}
+
+absl::StatusOr<Matrix<float>> MlpSublayer::BackwardPartial(const Matrix<float>& dy, const LayerCache<float>& cache) {
   const auto& c = cache.children;
   bias_.grad.row(0) += dy.colwise().sum();
   TESTBED_ASSIGN_OR_RETURN(Matrix<float> dg, fc2_.Backward(dy, c[3]));
   TESTBED_ASSIGN_OR_RETURN(Matrix<float> du, gelu_.Backward(dg, c[2]));
-  TESTBED_ASSIGN_OR_RETURN(Matrix<float> dm, fc1_.Backward(du, c[1]));
-  TESTBED_RETURN_IF_ERROR(Reduce(dm));
-  TESTBED_ASSIGN_OR_RETURN(Matrix<float> dx, ln_.Backward(dm, c[0]));
+  return fc1_.Backward(du, c[1]);
+}
+
+absl::StatusOr<Matrix<float>> MlpSublayer::BackwardFinish(const Matrix<float>& dy, const Matrix<float>& reduced,
+                                                        const LayerCache<float>& cache) {
+  TESTBED_ASSIGN_OR_RETURN(Matrix<float> dx, ln_.Backward(reduced, cache.children[0]));
   return Matrix<float>(dx + dy);
+}
+
+absl::StatusOr<Matrix<float>> MlpSublayer::Backward(const Matrix<float>& dy, const LayerCache<float>& cache) {
+  TESTBED_ASSIGN_OR_RETURN(Matrix<float> dm, BackwardPartial(dy, cache));
+  TESTBED_RETURN_IF_ERROR(Reduce(dm));
+  return BackwardFinish(dy, dm, cache);
 }
 
 std::vector<train::Param<float>*> MlpSublayer::Params() {

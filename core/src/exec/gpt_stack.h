@@ -27,8 +27,28 @@ using train::AllReduceFn;
 using train::LayerCache;
 using train::Matrix;
 
+// A tensor-parallel shard whose result an all-reduce over the tensor-parallel group completes
+// (Megatron's row-parallel output forward, the column-parallel input gradient backward), in
+// two halves around it. The executor runs the all-reduce as the schedule's own task between
+// the halves, asynchronously, so that another sub-batch's compute overlaps it; Forward and
+// Backward run both halves with the layer's own blocking all-reduce in between.
+class SplitAtAllReduce {
+ public:
+  virtual ~SplitAtAllReduce() = default;
+  // Whether the layer is split (tensor-parallel degree above 1).
+  [[nodiscard]] virtual bool split() const noexcept = 0;
+  // This rank's partial output, to be summed over the group.
+  [[nodiscard]] virtual absl::StatusOr<Matrix<float>> ForwardPartial(const Matrix<float>& x, LayerCache<float>& cache) = 0;
+  [[nodiscard]] virtual Matrix<float> ForwardFinish(const Matrix<float>& x, const Matrix<float>& reduced) const = 0;
+  // This rank's partial input gradient, to be summed over the group (weight gradients are
+  // accumulated here).
+  [[nodiscard]] virtual absl::StatusOr<Matrix<float>> BackwardPartial(const Matrix<float>& dy, const LayerCache<float>& cache) = 0;
+  [[nodiscard]] virtual absl::StatusOr<Matrix<float>> BackwardFinish(const Matrix<float>& dy, const Matrix<float>& reduced,
+                                                              const LayerCache<float>& cache) = 0;
+};
+
 // x + Attention(LayerNorm(x)) + bias.
-class AttentionSublayer final : public train::Layer<float> {
+class AttentionSublayer final : public train::Layer<float>, public SplitAtAllReduce {
  public:
   AttentionSublayer(const std::string& name, std::int64_t dim, int heads, std::int64_t seq_len, train::Rng& rng,
                     double init_std);
@@ -37,6 +57,12 @@ class AttentionSublayer final : public train::Layer<float> {
   [[nodiscard]] absl::StatusOr<Matrix<float>> Forward(const Matrix<float>& x, LayerCache<float>& cache) override;
   [[nodiscard]] absl::StatusOr<Matrix<float>> Backward(const Matrix<float>& dy, const LayerCache<float>& cache) override;
   [[nodiscard]] std::vector<train::Param<float>*> Params() override;
+  [[nodiscard]] bool split() const noexcept override { return tp_ > 1; }
+  [[nodiscard]] absl::StatusOr<Matrix<float>> ForwardPartial(const Matrix<float>& x, LayerCache<float>& cache) override;
+  [[nodiscard]] Matrix<float> ForwardFinish(const Matrix<float>& x, const Matrix<float>& reduced) const override;
+  [[nodiscard]] absl::StatusOr<Matrix<float>> BackwardPartial(const Matrix<float>& dy, const LayerCache<float>& cache) override;
+  [[nodiscard]] absl::StatusOr<Matrix<float>> BackwardFinish(const Matrix<float>& dy, const Matrix<float>& reduced,
+                                                             const LayerCache<float>& cache) override;
   [[nodiscard]] std::unique_ptr<train::Layer<float>> Clone() const override {
     return std::make_unique<AttentionSublayer>(*this);
   }
@@ -55,7 +81,7 @@ class AttentionSublayer final : public train::Layer<float> {
 };
 
 // x + W2 GELU(W1 LayerNorm(x) + b1) + b2.
-class MlpSublayer final : public train::Layer<float> {
+class MlpSublayer final : public train::Layer<float>, public SplitAtAllReduce {
  public:
   MlpSublayer(const std::string& name, std::int64_t dim, std::int64_t hidden, train::Rng& rng, double init_std);
   [[nodiscard]] MlpSublayer Shard(int rank, int size, AllReduceFn<float> reduce) const;
@@ -63,6 +89,12 @@ class MlpSublayer final : public train::Layer<float> {
   [[nodiscard]] absl::StatusOr<Matrix<float>> Forward(const Matrix<float>& x, LayerCache<float>& cache) override;
   [[nodiscard]] absl::StatusOr<Matrix<float>> Backward(const Matrix<float>& dy, const LayerCache<float>& cache) override;
   [[nodiscard]] std::vector<train::Param<float>*> Params() override;
+  [[nodiscard]] bool split() const noexcept override { return tp_ > 1; }
+  [[nodiscard]] absl::StatusOr<Matrix<float>> ForwardPartial(const Matrix<float>& x, LayerCache<float>& cache) override;
+  [[nodiscard]] Matrix<float> ForwardFinish(const Matrix<float>& x, const Matrix<float>& reduced) const override;
+  [[nodiscard]] absl::StatusOr<Matrix<float>> BackwardPartial(const Matrix<float>& dy, const LayerCache<float>& cache) override;
+  [[nodiscard]] absl::StatusOr<Matrix<float>> BackwardFinish(const Matrix<float>& dy, const Matrix<float>& reduced,
+                                                             const LayerCache<float>& cache) override;
   [[nodiscard]] std::unique_ptr<train::Layer<float>> Clone() const override {
     return std::make_unique<MlpSublayer>(*this);
   }

@@ -132,8 +132,10 @@ class Emitter {
     return w;
   }
 
-  // One compute task on tensor-parallel ranks [first_rank, first_rank + degree) of the lane.
-  TaskId Compute(const Lane& lane, int first_rank, int degree, std::int32_t work_id, const std::vector<TaskId>& deps) {
+  // One compute task on tensor-parallel ranks [first_rank, first_rank + degree) of the lane,
+  // on sub-batch `sub` of `subs`.
+  TaskId Compute(const Lane& lane, int first_rank, int degree, std::int32_t work_id, const std::vector<TaskId>& deps,
+                 int sub = 0, int subs = 1) {
     const ComputeWork& work = e_.sched.compute_work()[static_cast<size_t>(work_id)];
     Task t;
     t.kind = TaskKind::kCompute;
@@ -147,6 +149,8 @@ class Emitter {
     t.first_layer = work.first_layer;
     t.end_layer = work.end_layer;
     t.fraction = work.fraction;
+    t.sub_batch = static_cast<std::int16_t>(sub);
+    t.sub_batches = static_cast<std::int16_t>(subs);
     t.work = work_id;
     if (degree > 1) {
       t.group = e_.TpGroup(lane.replica, lane.stage, first_rank, degree);
@@ -166,7 +170,8 @@ class Emitter {
   }
 
   TaskId Collective(const Lane& lane, CollectiveOp op, std::int32_t group, std::uint8_t stream, int first, int end,
-                    float fraction, std::int64_t bytes, const std::vector<TaskId>& deps, std::int32_t work = -1) {
+                    float fraction, std::int64_t bytes, const std::vector<TaskId>& deps, std::int32_t work = -1,
+                    int sub = 0, int subs = 1) {
     Task c;
     c.kind = TaskKind::kCollective;
     c.op = op;
@@ -183,6 +188,8 @@ class Emitter {
     c.fraction = fraction;
     c.bytes = bytes;
     c.work = work;
+    c.sub_batch = static_cast<std::int16_t>(sub);
+    c.sub_batches = static_cast<std::int16_t>(subs);
     return e_.sched.Add(c, deps);
   }
 
@@ -211,7 +218,7 @@ class Emitter {
       std::vector<TaskId> deps = RankDeps(ls.frontier, r0, run.tp);
       TaskId id = -1;
       for (const auto& [a, b] : pieces) {
-        id = Compute(lane, r0, run.tp, Work(lane, run, a, b, frac, LayerPart::kWhole, 0), deps);
+        id = Compute(lane, r0, run.tp, Work(lane, run, a, b, frac, LayerPart::kWhole, 0), deps, g, gangs);
         deps.clear();
         for (int l = a; l < b; ++l) RecordBackward(lane, r0, run.tp, l, id);
       }
@@ -238,13 +245,15 @@ class Emitter {
         const std::int64_t per_sample = TpBytesPerSample(e_.model.layers[static_cast<size_t>(l)], req_.phase);
         for (int i = 0; i < k; ++i) {
           const float part = frac / static_cast<float>(k);
+          const int sub = g * k + i, subs = gangs * k;
           const TaskId id = Compute(lane, r0, run.tp, Work(lane, run, l, l + 1, part, LayerPart::kWhole, 0),
-                                    chunk_deps[static_cast<size_t>(i)]);
+                                    chunk_deps[static_cast<size_t>(i)], sub, subs);
           chunk_deps[static_cast<size_t>(i)] = {id};
           RecordBackward(lane, r0, run.tp, l, id);
           if (per_sample > 0) {
             const auto bytes = static_cast<std::int64_t>(static_cast<double>(per_sample) * samples / k);
-            const TaskId cid = Collective(lane, CollectiveOp::kAllReduce, group, stream, l, l + 1, part, bytes, {id});
+            const TaskId cid =
+                Collective(lane, CollectiveOp::kAllReduce, group, stream, l, l + 1, part, bytes, {id}, -1, sub, subs);
             chunk_deps[static_cast<size_t>(i)] = {cid};
             RecordBackward(lane, r0, run.tp, l, cid);
           }

@@ -1,0 +1,32 @@
+// The executor's data-parallel side: a bucket's gradient all-reduce over its group (the
+// plain gradients in one buffer; each compressed tensor through its compressor, mergeable
+// payloads by all-reduce, others by all-gather), and the optimizer step with the step's
+// gradient norm.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/rank_state.h"
+#include "testbed/compressor.h"
+
+namespace testbed::exec {
+
+class GradientTasks {
+ public:
+  explicit GradientTasks(RankState& s) : s_(s) {}
+
+  // The gradients of the task's layers held here, summed over the task's group.
+  [[nodiscard]] absl::Status Exchange(const Task& t);
+  [[nodiscard]] absl::Status OptimizerStep();
+
+ private:
+  absl::Status Compressed(CommGroup& group, const std::string& tensor, std::vector<float>& flat);
+
+  RankState& s_;
+  std::map<std::string, std::shared_ptr<Compressor>> compressors_;
+};
+
+}  // namespace testbed::exec

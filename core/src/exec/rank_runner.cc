@@ -1,0 +1,228 @@
+#include "exec/rank_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "exec/gpt_stack.h"
+#include "exec/mlp_stack.h"
+#include "testbed/status_macros.h"
+#include "testbed/train/adam.h"
+#include "testbed/train/cross_entropy.h"
+#include "testbed/train/sgd.h"
+
+namespace testbed::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The fields of StepMetrics summed over the world, in one all-reduce.
+constexpr double StepMetrics::*kSummed[] = {
+    &StepMetrics::loss,          &StepMetrics::grad_sq,         &StepMetrics::pipeline_bytes,
+    &StepMetrics::data_parallel_bytes, &StepMetrics::tensor_parallel_bytes, &StepMetrics::encode_s,
+    &StepMetrics::decode_s,      &StepMetrics::compressed_dense_bytes, &StepMetrics::compressed_wire_bytes,
+    &StepMetrics::tensor_parallel_overlapped,
+};
+
+}  // namespace
+
+RankRunner::RankRunner(const ExecutorInputs& in, CommGroup& world)
+    : s_(in, world), compute_(s_), transfers_(s_, compute_), gradients_(s_) {
+  BuildDispatch();
+}
+
+void RankRunner::BuildDispatch() {
+  auto on = [&](TaskKind kind, CollectiveOp op, std::uint8_t stream, Handler h) {
+    dispatch_[{kind, op, stream}] = std::move(h);
+  };
+  constexpr CollectiveOp kNone = CollectiveOp::kAllReduce;
+  on(TaskKind::kCompute, kNone, streams::kCompute, [this](TaskId, const Task& t) { return compute_.Run(t); });
+  on(TaskKind::kSend, kNone, streams::kPipelineComm, [this](TaskId, const Task& t) { return transfers_.Send(t); });
+  on(TaskKind::kRecv, kNone, streams::kPipelineRecv, [this](TaskId, const Task& t) { return transfers_.Recv(t); });
+  // Tensor-parallel all-reduces: blocking the compute stream (Megatron-LM) or overlapping it.
+  for (std::uint8_t stream : {streams::kCompute, streams::kTensorComm}) {
+    on(TaskKind::kCollective, CollectiveOp::kAllReduce, stream,
+       [this](TaskId, const Task& t) { return compute_.StartAllReduce(t); });
+  }
+  on(TaskKind::kCollective, CollectiveOp::kAllReduce, streams::kDataComm,
+     [this](TaskId, const Task& t) { return gradients_.Exchange(t); });
+  on(TaskKind::kKernel, kNone, streams::kCompute, [this](TaskId id, const Task&) -> absl::Status {
+    if (s_.in.schedule.kernel(id).op != KernelOp::kOptimizerStep) {
+      return absl::UnimplementedError("a kernel on the compute stream that is not an optimizer step");
+    }
+    return gradients_.OptimizerStep();
+  });
+}
+
+const RankRunner::Handler* RankRunner::Find(const Task& t) const {
+  const CollectiveOp op = t.kind == TaskKind::kCollective ? t.op : CollectiveOp::kAllReduce;
+  auto it = dispatch_.find({t.kind, op, t.stream});
+  return it == dispatch_.end() ? nullptr : &it->second;
+}
+
+absl::Status RankRunner::CheckHandled() const {
+  // Every rank checks every task, so all reach the same verdict before any of them waits on
+  // another.
+  for (TaskId id = 0; id < static_cast<TaskId>(s_.in.schedule.size()); ++id) {
+    const Task& t = s_.in.schedule.task(id);
+    if (Find(t) != nullptr) continue;
+    return absl::UnimplementedError(absl::StrCat(
+        s_.in.schedule.Describe(id), ": the executor has no handler for a ", TaskKindName(t.kind),
+        t.kind == TaskKind::kCollective ? absl::StrCat(" ", CollectiveOpName(t.op)) : "", " task on the ",
+        streams::Name(t.stream), " stream (it runs compute, stage-to-stage transfers, tensor-parallel all-reduces, "
+                                 "data-parallel gradient all-reduces and optimizer steps)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RankRunner::Run(TaskId id) {
+  const Task& t = s_.in.schedule.task(id);
+  absl::Status st = (*Find(t))(id, t);
+  compute_.Tick();
+  return st;
+}
+
+absl::Status RankRunner::Setup() {
+  const Plan& plan = s_.in.plan;
+  s_.rank = s_.world.rank();
+  TESTBED_RETURN_IF_ERROR(CheckHandled());
+  const auto grid = plan.Uniform();
+  if (!grid) {
+    return absl::UnimplementedError("real execution runs plans whose stages all have the same tensor-parallel degree, "
+                                    "replica count and micro-batches per replica");
+  }
+  if (!plan.layers.empty()) {
+    return absl::UnimplementedError("real execution runs without per-layer degrees or precisions");
+  }
+  s_.tp = grid->tp;
+  s_.pp = grid->pp;
+  s_.dp = grid->dp;
+  s_.micro_batches = grid->micro_batches;
+  s_.chunks = plan.virtual_stages();
+  if (s_.world.size() != plan.num_devices()) {
+    return absl::InvalidArgumentError(absl::StrCat("the plan needs ", plan.num_devices(), " ranks; the world has ",
+                                                   s_.world.size()));
+  }
+  bool found = false;
+  for (int d = 0; d < s_.dp && !found; ++d) {
+    for (int st = 0; st < s_.pp && !found; ++st) {
+      for (int t = 0; t < s_.tp && !found; ++t) {
+        if (plan.DeviceOf(d, st, t) == s_.rank) {
+          s_.dp_rank = d;
+          s_.stage = st;
+          s_.tp_rank = t;
+          found = true;
+        }
+      }
+    }
+  }
+  if (!found) return absl::InvalidArgumentError(absl::StrCat("rank ", s_.rank, " has no place in the plan"));
+  // Sub-groups: every group of the schedule this rank belongs to, created in index order by
+  // all its members.
+  const auto& groups = s_.in.schedule.groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& members = groups[g];
+    if (members.size() < 2 || std::find(members.begin(), members.end(), s_.rank) == members.end()) continue;
+    std::vector<int> ranks(members.begin(), members.end());
+    TESTBED_ASSIGN_OR_RETURN(s_.groups[static_cast<std::int32_t>(g)], s_.world.NewGroup(ranks));
+  }
+  // The tensor-parallel group, for a split layer that reduces inside (one task of several layers).
+  CommGroup* tp_group = nullptr;
+  std::unique_ptr<CommGroup> own_tp_group;
+  if (s_.tp > 1) {
+    std::vector<DeviceId> tp_members;
+    for (int t = 0; t < s_.tp; ++t) tp_members.push_back(plan.DeviceOf(s_.dp_rank, s_.stage, t));
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (groups[g] == tp_members) tp_group = s_.Group(static_cast<std::int32_t>(g));
+    }
+    if (tp_group == nullptr) {
+      std::vector<int> ranks(tp_members.begin(), tp_members.end());
+      TESTBED_ASSIGN_OR_RETURN(own_tp_group, s_.world.NewGroup(ranks));
+      tp_group = own_tp_group.get();
+      s_.groups[-1] = std::move(own_tp_group);
+    }
+  }
+  TESTBED_RETURN_IF_ERROR(transfers_.Setup());
+  train::SequentialModel<float> full;
+  if (s_.in.model.shape.family == "mlp") {
+    if (s_.tp > 1) return absl::InvalidArgumentError("an mlp runs without tensor parallelism");
+    TESTBED_ASSIGN_OR_RETURN(full, BuildMlpStack(s_.in.model, s_.in.seed));
+  } else {
+    TESTBED_ASSIGN_OR_RETURN(full, BuildGptStack(s_.in.model, s_.in.seed));
+  }
+  AllReduceFn<float> reduce = nullptr;
+  if (tp_group != nullptr) {
+    reduce = [this, tp_group](Tensor& m) {
+      s_.metrics.tensor_parallel_bytes += static_cast<double>(m.size()) * sizeof(float);
+      return tp_group->AllReduce(std::span<float>(m.data(), static_cast<size_t>(m.size())), ReduceOp::kSum);
+    };
+  }
+  s_.model = ShardGptStack(full, s_.tp_rank, s_.tp, reduce);
+  for (int c = 0; c < s_.chunks; ++c) {
+    const StageSpec& st = plan.Chunk(s_.stage, c);
+    for (int l = st.first_layer; l < st.end_layer; ++l) {
+      for (train::Param<float>* p : s_.model.layer(l).Params()) s_.params.push_back(p);
+    }
+  }
+  if (s_.in.train.optimizer == "adam") {
+    train::AdamOptions o;
+    o.learning_rate = s_.in.train.learning_rate;
+    s_.optimizer = std::make_unique<train::Adam<float>>(o);
+  } else {
+    s_.optimizer = std::make_unique<train::Sgd<float>>(train::SgdOptions{s_.in.train.learning_rate, 0.9, 0.0});
+  }
+  TESTBED_ASSIGN_OR_RETURN(const std::vector<TaskId> order, s_.in.schedule.ExecutionOrder());
+  for (TaskId id : order) {
+    for (DeviceId d : s_.in.schedule.DevicesOf(id)) {
+      if (d == s_.rank) {
+        tasks_.push_back(id);
+        break;
+      }
+    }
+  }
+  s_.hidden = s_.in.model.shape.hidden;
+  return absl::OkStatus();
+}
+
+absl::Status RankRunner::Evaluate(ExecutionResult& out) {
+  if (!s_.in.validation || s_.rank != 0 || s_.tp != 1 || s_.pp != 1) return absl::OkStatus();
+  TESTBED_ASSIGN_OR_RETURN(Batch b, s_.in.validation());
+  std::vector<train::LayerCache<float>> caches;
+  TESTBED_ASSIGN_OR_RETURN(Tensor logits, s_.model.Forward(b.inputs, caches));
+  TESTBED_ASSIGN_OR_RETURN(auto lg, train::SoftmaxCrossEntropy<float>(logits, b.targets));
+  out.validation_loss = lg.loss;
+  out.validation_accuracy = train::Accuracy<float>(logits, b.targets);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepRecord> RankRunner::Step(std::int64_t step, std::vector<TaskTime>* times) {
+  const Plan& plan = s_.in.plan;
+  const std::int64_t global = plan.micro_batch * s_.micro_batches * s_.dp;
+  TESTBED_ASSIGN_OR_RETURN(s_.data, s_.in.data(step, global));
+  s_.seq = s_.data.rows_per_sample;
+  s_.metrics = StepMetrics{};
+  const auto t0 = Clock::now();
+  for (TaskId id : tasks_) {
+    const auto ts = Clock::now();
+    absl::Status st = Run(id);
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat(s_.in.schedule.Describe(id), ": ", st.message()));
+    if (times != nullptr) {
+      times->push_back(TaskTime{id, s_.rank, std::chrono::duration<double>(ts - t0).count(),
+                                std::chrono::duration<double>(Clock::now() - t0).count()});
+    }
+  }
+  TESTBED_RETURN_IF_ERROR(compute_.Drain());
+  TESTBED_RETURN_IF_ERROR(transfers_.Finish());
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Loss, gradient norm and traffic over the world; the slowest rank's time.
+  double sums[std::size(kSummed)];
+  for (size_t i = 0; i < std::size(kSummed); ++i) sums[i] = s_.metrics.*kSummed[i];
+  TESTBED_RETURN_IF_ERROR(s_.world.AllReduce(sums, sums, std::size(kSummed), DataType::kFloat64, ReduceOp::kSum));
+  double slowest = wall;
+  TESTBED_RETURN_IF_ERROR(s_.world.AllReduce(&slowest, &slowest, 1, DataType::kFloat64, ReduceOp::kMax));
+  for (size_t i = 0; i < std::size(kSummed); ++i) totals_.*kSummed[i] = sums[i];
+  return StepRecord{totals_.loss, std::sqrt(totals_.grad_sq), slowest};
+}
+
+}  // namespace testbed::exec
