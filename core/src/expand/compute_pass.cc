@@ -76,15 +76,8 @@ class Walker {
       std::vector<TaskId> deps;
       if (auto it = last_forward_.find(key); it != last_forward_.end()) deps.push_back(it->second);
       for (int t = 0; t < e_.plan.tp(lane.stage); ++t) {
-        Task c;
-        c.kind = TaskKind::kCopy;
-        c.stream = streams::kHostCopy;
+        Task c = LaneTask(lane, TaskKind::kCopy, streams::kHostCopy, Phase::kForward);
         c.device = e_.Dev(lane.replica, lane.stage, t);
-        c.stage = lane.stage;
-        c.chunk = lane.chunk;
-        c.replica = lane.replica;
-        c.micro_batch = lane.micro_batch;
-        c.iteration = lane.iteration;
         c.bytes = h.bytes;
         c.work = e_.sched.AddWork(CopyWork{h.to_device, h.host});
         ls.frontier[static_cast<size_t>(t)].push_back(e_.sched.Add(c, deps));

@@ -296,6 +296,35 @@ absl::StatusOr<Schedule> Expand(const SchedulingContext& ctx, const ProgramSourc
 
 }  // namespace
 
+Task LaneTask(const Lane& lane, TaskKind kind, std::uint8_t stream, Phase phase) {
+  Task t;
+  t.kind = kind;
+  t.stream = stream;
+  t.phase = phase;
+  t.stage = lane.stage;
+  t.chunk = lane.chunk;
+  t.replica = lane.replica;
+  t.micro_batch = lane.micro_batch;
+  t.iteration = lane.iteration;
+  t.fraction = lane.fraction;
+  return t;
+}
+
+Task GroupTask(CollectiveOp op, std::uint8_t stream, std::int32_t group, int stage, int first, int end,
+               std::int64_t bytes, Phase phase) {
+  Task t;
+  t.kind = TaskKind::kCollective;
+  t.op = op;
+  t.stream = stream;
+  t.phase = phase;
+  t.group = group;
+  t.stage = stage;
+  t.first_layer = first;
+  t.end_layer = end;
+  t.bytes = bytes;
+  return t;
+}
+
 }  // namespace testbed::expand
 
 namespace testbed {

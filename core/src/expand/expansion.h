@@ -174,6 +174,13 @@ class Expansion {
   std::unordered_map<std::uint64_t, std::int32_t> sub_tp_group_; // (replica, stage, first, degree)
 };
 
+// A task of `kind` on `stream` belonging to the lane's op (stage, chunk, replica, micro-batch,
+// iteration, fraction filled in).
+[[nodiscard]] Task LaneTask(const Lane& lane, TaskKind kind, std::uint8_t stream, Phase phase);
+// A collective over `group` of layers [first, end) of stage `stage`.
+[[nodiscard]] Task GroupTask(CollectiveOp op, std::uint8_t stream, std::int32_t group, int stage, int first, int end,
+                             std::int64_t bytes, Phase phase = Phase::kBackward);
+
 // The passes, each in its own file.
 [[nodiscard]] absl::Status PlanBuckets(Expansion& e);
 [[nodiscard]] absl::Status ComputePass(Expansion& e);

@@ -55,6 +55,11 @@ class GradientSync {
     return out;
   }
 
+  // All-reduce, or reduce-scatter when ZeRO shards the gradients' consumers.
+  [[nodiscard]] CollectiveOp GradientOp() const {
+    return e_.plan.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+  }
+
   void Ready(TaskId id, const std::vector<DeviceId>& devices) {
     for (DeviceId d : devices) e_.gradients_ready[{it_, d}].push_back(id);
   }
@@ -70,16 +75,9 @@ class GradientSync {
   void Plain(int s, const Bucket& b, const std::vector<DeviceId>& members) {
     double bytes = 0;
     for (int l : b.layers) bytes += e_.ReplicatedParams(l) * e_.GradientElementBytes(l);
-    Task coll;
-    coll.kind = TaskKind::kCollective;
-    coll.op = e_.plan.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-    coll.stream = streams::kDataComm;
-    coll.phase = Phase::kBackward;
-    coll.group = e_.sched.Group(members);
-    coll.stage = s;
-    coll.first_layer = *std::min_element(b.layers.begin(), b.layers.end());
-    coll.end_layer = *std::max_element(b.layers.begin(), b.layers.end()) + 1;
-    coll.bytes = static_cast<std::int64_t>(bytes);
+    const Task coll = GroupTask(GradientOp(), streams::kDataComm, e_.sched.Group(members), s,
+                                *std::min_element(b.layers.begin(), b.layers.end()),
+                                *std::max_element(b.layers.begin(), b.layers.end()) + 1, static_cast<std::int64_t>(bytes));
     std::vector<TaskId> deps;
     for (DeviceId d : members) {
       if (e_.opt.dp_overlap) {
@@ -121,17 +119,8 @@ class GradientSync {
     std::vector<TaskId> prev;
     for (DeviceId d : members) prev.push_back(kernel(KernelOp::kEncode, cost.encode, d, {e_.FinalBackward(it_, d, l)}));
     for (const WireTransfer& w : cost.transfers) {
-      Task coll;
-      coll.kind = TaskKind::kCollective;
-      coll.op = w.op;
-      coll.stream = streams::kDataComm;
-      coll.phase = Phase::kBackward;
-      coll.group = group;
-      coll.stage = s;
-      coll.first_layer = l;
-      coll.end_layer = l + 1;
-      coll.bytes = w.CollectiveBytes(static_cast<int>(members.size()));
-      prev = {Add(coll, prev)};
+      prev = {Add(GroupTask(w.op, streams::kDataComm, group, s, l, l + 1, w.CollectiveBytes(static_cast<int>(members.size()))),
+                  prev)};
     }
     for (DeviceId d : members) {
       const TaskId id = kernel(KernelOp::kDecode, cost.decode, d, prev);
@@ -153,15 +142,7 @@ class GradientSync {
     for (int d = 0; d < e_.plan.dp(first); ++d) {
       for (int t = 0; t < e_.plan.tp(first); ++t) {
         const DeviceId a = e_.Dev(d, first, t), b = e_.Dev(d % dp_last, last, t % tp_last);
-        Task coll;
-        coll.kind = TaskKind::kCollective;
-        coll.op = CollectiveOp::kAllReduce;
-        coll.stream = streams::kDataComm;
-        coll.phase = Phase::kBackward;
-        coll.group = e_.sched.Group({a, b});
-        coll.first_layer = head;
-        coll.end_layer = head + 1;
-        coll.bytes = bytes;
+        Task coll = GroupTask(CollectiveOp::kAllReduce, streams::kDataComm, e_.sched.Group({a, b}), -1, head, head + 1, bytes);
         const TaskId id = Add(coll, {e_.FinalBackward(it_, a, 0), e_.FinalBackward(it_, b, head)});
         Ready(id, {a, b});
       }
@@ -190,17 +171,9 @@ class GradientSync {
             for (int r : p.replicas[ex]) members.push_back(e_.Dev(g * ep + r, s, 0));
             std::vector<TaskId> deps;
             for (DeviceId d : members) deps.push_back(e_.FinalBackward(it_, d, l));
-            Task coll;
-            coll.kind = TaskKind::kCollective;
-            coll.op = CollectiveOp::kReduce;
-            coll.stream = streams::kExpertComm;
-            coll.phase = Phase::kBackward;
-            coll.group = e_.sched.Group(members);
-            coll.stage = s;
-            coll.first_layer = l;
-            coll.end_layer = l + 1;
-            coll.bytes = static_cast<std::int64_t>(per_expert);
-            const TaskId id = Add(coll, std::move(deps));
+            const TaskId id = Add(GroupTask(CollectiveOp::kReduce, streams::kExpertComm, e_.sched.Group(members), s, l,
+                                            l + 1, static_cast<std::int64_t>(per_expert)),
+                                  std::move(deps));
             Ready(id, members);
             owner_ready[static_cast<size_t>(owner)].push_back(id);
           }
@@ -218,17 +191,10 @@ class GradientSync {
             const auto& r = owner_ready[static_cast<size_t>(g * ep + k)];
             deps.insert(deps.end(), r.begin(), r.end());
           }
-          Task coll;
-          coll.kind = TaskKind::kCollective;
-          coll.op = e_.plan.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-          coll.stream = streams::kDataComm;
-          coll.phase = Phase::kBackward;
-          coll.group = e_.sched.Group(members);
-          coll.stage = s;
-          coll.first_layer = l;
-          coll.end_layer = l + 1;
-          coll.bytes = static_cast<std::int64_t>(static_cast<double>(owned) * per_expert);
-          Ready(Add(coll, std::move(deps)), members);
+          Ready(Add(GroupTask(GradientOp(), streams::kDataComm, e_.sched.Group(members), s, l, l + 1,
+                              static_cast<std::int64_t>(static_cast<double>(owned) * per_expert)),
+                    std::move(deps)),
+                members);
         }
       }
     }

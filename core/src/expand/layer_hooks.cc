@@ -137,15 +137,8 @@ class Emitter {
   TaskId Compute(const Lane& lane, int first_rank, int degree, std::int32_t work_id, const std::vector<TaskId>& deps,
                  int sub = 0, int subs = 1) {
     const ComputeWork& work = e_.sched.compute_work()[static_cast<size_t>(work_id)];
-    Task t;
-    t.kind = TaskKind::kCompute;
-    t.phase = req_.phase;
+    Task t = LaneTask(lane, TaskKind::kCompute, streams::kCompute, req_.phase);
     t.checkpoint = req_.checkpoint;
-    t.stage = lane.stage;
-    t.chunk = lane.chunk;
-    t.replica = lane.replica;
-    t.micro_batch = lane.micro_batch;
-    t.iteration = lane.iteration;
     t.first_layer = work.first_layer;
     t.end_layer = work.end_layer;
     t.fraction = work.fraction;
@@ -172,17 +165,9 @@ class Emitter {
   TaskId Collective(const Lane& lane, CollectiveOp op, std::int32_t group, std::uint8_t stream, int first, int end,
                     float fraction, std::int64_t bytes, const std::vector<TaskId>& deps, std::int32_t work = -1,
                     int sub = 0, int subs = 1) {
-    Task c;
-    c.kind = TaskKind::kCollective;
+    Task c = LaneTask(lane, TaskKind::kCollective, stream, req_.phase);
     c.op = op;
-    c.stream = stream;
-    c.phase = req_.phase;
     c.group = group;
-    c.stage = lane.stage;
-    c.chunk = lane.chunk;
-    c.replica = lane.replica;
-    c.micro_batch = lane.micro_batch;
-    c.iteration = lane.iteration;
     c.first_layer = first;
     c.end_layer = end;
     c.fraction = fraction;

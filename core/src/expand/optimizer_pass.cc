@@ -23,14 +23,9 @@ absl::Status GatherParameters(Expansion& e, int it) {
         if (auto found = e.optimizer_task.find({it, dev}); found != e.optimizer_task.end()) steps.push_back(found->second);
       }
       if (steps.empty()) continue;
-      Task coll;
-      coll.kind = TaskKind::kCollective;
-      coll.op = CollectiveOp::kAllGather;
-      coll.stream = streams::kDataComm;
-      coll.group = e.sched.Group(members);
-      coll.stage = s;
+      Task coll = GroupTask(CollectiveOp::kAllGather, streams::kDataComm, e.sched.Group(members), s, 0, 0,
+                            static_cast<std::int64_t>(StageParams(e.plan, e.model, s) * e.elem), Phase::kForward);
       coll.iteration = it;
-      coll.bytes = static_cast<std::int64_t>(StageParams(e.plan, e.model, s) * e.elem);
       const TaskId id = e.sched.Add(coll, steps);
       for (DeviceId dev : members) e.parameters_gathered[{it, dev}] = id;
     }

@@ -22,19 +22,10 @@ void EmitRecv(Expansion& e, LaneState& ls, Phase phase, int g, int from_stage, s
   const auto [from_replica, from_mb] = e.Locate(from_stage, e.GlobalMicroBatch(lane.stage, lane.replica, lane.micro_batch));
   (void)from_mb;
   for (int t = 0; t < tp; ++t) {
-    Task task;
-    task.kind = TaskKind::kRecv;
-    task.stream = streams::kPipelineRecv;
-    task.phase = phase;
+    Task task = LaneTask(lane, TaskKind::kRecv, streams::kPipelineRecv, phase);
     task.device = e.Dev(lane.replica, lane.stage, t);
     task.peer = e.Dev(from_replica, from_stage, t % from_tp);
-    task.stage = lane.stage;
-    task.chunk = lane.chunk;
-    task.replica = lane.replica;
-    task.micro_batch = lane.micro_batch;
-    task.iteration = lane.iteration;
     task.bytes = bytes;
-    task.fraction = static_cast<float>(e.Fraction(lane.stage, lane.replica, lane.micro_batch));
     const TaskId id = e.sched.Add(task);
     e.MeetTransfer({lane.iteration, g, lane.replica, t, lane.micro_batch, phase == Phase::kBackward ? 1 : 0}, id, true);
     ls.frontier[static_cast<size_t>(t)] = {id};
@@ -48,19 +39,10 @@ void EmitSend(Expansion& e, const LaneState& ls, Phase phase, int to_g, int to_s
   const auto [to_replica, to_mb] = e.Locate(to_stage, e.GlobalMicroBatch(lane.stage, lane.replica, lane.micro_batch));
   for (int t = 0; t < to_tp; ++t) {
     const int from = t % tp;
-    Task task;
-    task.kind = TaskKind::kSend;
-    task.stream = streams::kPipelineComm;
-    task.phase = phase;
+    Task task = LaneTask(lane, TaskKind::kSend, streams::kPipelineComm, phase);
     task.device = e.Dev(lane.replica, lane.stage, from);
     task.peer = e.Dev(to_replica, to_stage, t);
-    task.stage = lane.stage;
-    task.chunk = lane.chunk;
-    task.replica = lane.replica;
-    task.micro_batch = lane.micro_batch;
-    task.iteration = lane.iteration;
     task.bytes = bytes;
-    task.fraction = static_cast<float>(e.Fraction(lane.stage, lane.replica, lane.micro_batch));
     const TaskId id = e.sched.Add(task, ls.frontier[static_cast<size_t>(from)]);
     e.MeetTransfer({lane.iteration, to_g, to_replica, t, to_mb, phase == Phase::kBackward ? 1 : 0}, id, false);
   }
