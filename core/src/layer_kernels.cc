@@ -119,6 +119,18 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
 
 namespace testbed {
 
+absl::StatusOr<double> DeviceModel::LayerTime(const LayerWork& work, const DeviceSpec& device) const {
+  if (work.layer != nullptr && work.layer->kind == LayerKind::kGiven) {
+    const Layer& l = *work.layer;
+    const double per_micro_batch = work.phase == Phase::kBackward ? l.given_bwd_s : l.given_fwd_s;
+    const double scale = l.given_micro_batch > 0
+                             ? static_cast<double>(work.micro_batch) / static_cast<double>(l.given_micro_batch)
+                             : 1.0;
+    return per_micro_batch * scale * work.fraction;
+  }
+  return ComputeLayerTime(work, device);
+}
+
 const char* LayerPartName(LayerPart part) noexcept {
   switch (part) {
     case LayerPart::kWhole: return "whole";

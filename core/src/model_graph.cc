@@ -13,6 +13,7 @@ const char* LayerKindName(LayerKind kind) noexcept {
     case LayerKind::kHead: return "head";
     case LayerKind::kGnn: return "gnn";
     case LayerKind::kDense: return "dense";
+    case LayerKind::kGiven: return "given";
   }
   return "?";
 }
@@ -100,7 +101,49 @@ ModelGraph BuildMlp(const ModelShape& shape) {
 
 }  // namespace
 
+namespace {
+
+// Family "layers": the given layers in order, each `repeat` times; each is a unit of its own
+// (planners cut stages between any two).
+absl::StatusOr<ModelGraph> BuildGiven(const ModelShape& shape) {
+  if (shape.given.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", shape.name, "': family \"layers\" needs its layers given"));
+  }
+  ModelGraph g;
+  g.shape = shape;
+  g.shape.seq_len = 1;
+  std::int64_t block = 0;
+  for (const GivenLayer& gl : shape.given) {
+    if (gl.fwd_s < 0 || gl.bwd_s < 0 || gl.repeat < 1 || gl.params < 0 || gl.micro_batch < 0 ||
+        gl.activation_bytes_per_sample < 0 || gl.output_bytes_per_sample < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("model '", shape.name, "', layer '", gl.name,
+                                                     "': times, sizes and counts must be >= 0 (repeat >= 1)"));
+    }
+    for (std::int64_t r = 0; r < gl.repeat; ++r) {
+      Layer l;
+      l.name = gl.repeat > 1 ? absl::StrCat(gl.name, r) : gl.name;
+      l.kind = LayerKind::kGiven;
+      l.block = block++;
+      l.seq_len = 1;
+      // A checkpoint keeps the layer's input, about the size of what a layer hands on.
+      l.hidden = std::max<std::int64_t>(1, gl.output_bytes_per_sample / 2);
+      l.params = gl.params;
+      l.activation_bytes_per_sample = gl.activation_bytes_per_sample;
+      l.output_bytes_per_sample = gl.output_bytes_per_sample;
+      l.given_fwd_s = gl.fwd_s;
+      l.given_bwd_s = gl.bwd_s;
+      l.given_micro_batch = gl.micro_batch;
+      g.layers.push_back(std::move(l));
+    }
+  }
+  g.shape.layers = block;
+  return g;
+}
+
+}  // namespace
+
 absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
+  if (shape.family == "layers") return BuildGiven(shape);
   if (absl::Status st = CheckShape(shape); !st.ok()) return st;
   if (shape.family == "mlp") return BuildMlp(shape);
   ModelGraph g;

@@ -35,15 +35,18 @@ std::vector<StageSpec> StagesFromUnitCounts(const ModelGraph& model, const std::
 
 absl::StatusOr<std::vector<StageSpec>> UniformBlockStages(const ModelGraph& model, int parts) {
   const int units = static_cast<int>(UnitBoundaries(model).size()) - 1;
-  const int blocks = units - 2;  // embedding and head
+  // Units before the first block (the embedding) and after the last (the head), if any.
+  const bool first = !model.layers.empty() && model.layers.front().block < 0;
+  const bool last = model.layers.size() > 1 && model.layers.back().block < 0;
+  const int blocks = units - (first ? 1 : 0) - (last ? 1 : 0);
   if (blocks < parts) {
     return absl::InvalidArgumentError(absl::StrCat("model '", model.shape.name, "' has ", blocks,
                                                    " blocks, fewer than the ", parts, " stages asked for"));
   }
   std::vector<int> counts(static_cast<size_t>(parts), blocks / parts);
   for (int i = 0; i < blocks % parts; ++i) ++counts[static_cast<size_t>(i)];
-  counts.front() += 1;  // embedding
-  counts.back() += 1;   // head
+  if (first) counts.front() += 1;  // embedding
+  if (last) counts.back() += 1;    // head
   return StagesFromUnitCounts(model, counts);
 }
 

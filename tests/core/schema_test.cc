@@ -64,6 +64,18 @@ TEST(SchemaTest, UnknownKeySuggestsTheNearestName) {
   EXPECT_THAT(msg, HasSubstr("expected one of: stages, ratio, overlap, recompute, sizes, weights, names, label, use"));
 }
 
+TEST(SchemaTest, AComponentKindAfterATableHeaderIsToldToMoveUp) {
+  // TOML puts `collective = ...` written after [experiment] into [experiment].
+  auto doc = ConfigDoc::ParseString("[experiment]\nname = \"x\"\ncollective = \"ring\"\n", "f.toml");
+  ASSERT_TRUE(doc.ok());
+  ErrorList errors;
+  (void)ResolveParams(*doc, {"experiment"}, {ParamSpec::String("name", "")}, "[experiment]", {}, errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(Lines(errors)[0], HasSubstr("f.toml:3:14: [experiment]: unknown key 'collective'"));
+  EXPECT_THAT(Lines(errors)[0], HasSubstr("'collective' is a component kind, a key of the file's top level: TOML puts a "
+                                          "key after [experiment] into that table, so move it above the first [table]"));
+}
+
 TEST(SchemaTest, UnknownKeyFarFromEveryNameHasNoSuggestion) {
   auto doc = ConfigDoc::ParseString("[t]\nzzzzzzzz = 1\n", "f.toml");
   ASSERT_TRUE(doc.ok());

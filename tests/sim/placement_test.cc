@@ -21,7 +21,7 @@ namespace {
 class TypedDeviceModel final : public DeviceModel {
  public:
   explicit TypedDeviceModel(double layer_s) : layer_s_(layer_s) {}
-  absl::StatusOr<double> LayerTime(const LayerWork& w, const DeviceSpec& d) const override {
+  absl::StatusOr<double> ComputeLayerTime(const LayerWork& w, const DeviceSpec& d) const override {
     if (w.layer->kind != LayerKind::kAttention && w.layer->kind != LayerKind::kMlp) return 0.0;
     const double t = layer_s_ * (d.name == "v100" ? 2.0 : 1.0) * w.fraction / w.tp;
     return w.phase == Phase::kBackward ? 2 * t : t;

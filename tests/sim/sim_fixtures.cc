@@ -4,7 +4,7 @@
 
 namespace testbed::testing {
 
-absl::StatusOr<double> ConstantDeviceModel::LayerTime(const LayerWork& w, const DeviceSpec&) const {
+absl::StatusOr<double> ConstantDeviceModel::ComputeLayerTime(const LayerWork& w, const DeviceSpec&) const {
   if (w.layer->kind != LayerKind::kAttention && w.layer->kind != LayerKind::kMlp) return 0.0;
   const double t = fwd_ * w.fraction;
   return w.phase == Phase::kBackward ? 2 * t : t;

@@ -14,7 +14,7 @@ namespace testbed::testing {
 class ConstantDeviceModel final : public DeviceModel {
  public:
   explicit ConstantDeviceModel(double layer_fwd_s) : fwd_(layer_fwd_s) {}
-  [[nodiscard]] absl::StatusOr<double> LayerTime(const LayerWork& w, const DeviceSpec&) const override;
+  [[nodiscard]] absl::StatusOr<double> ComputeLayerTime(const LayerWork& w, const DeviceSpec&) const override;
   [[nodiscard]] absl::StatusOr<double> KernelTime(double, double, Precision, const DeviceSpec&) const override {
     return 0.0;
   }

@@ -38,7 +38,7 @@ inline Cluster SmallCluster(int devices = 1) {
 
 class NullDeviceModel final : public DeviceModel {
  public:
-  absl::StatusOr<double> LayerTime(const LayerWork&, const DeviceSpec&) const override { return 0.0; }
+  absl::StatusOr<double> ComputeLayerTime(const LayerWork&, const DeviceSpec&) const override { return 0.0; }
   absl::StatusOr<double> KernelTime(double, double, Precision, const DeviceSpec&) const override { return 0.0; }
 };
 

@@ -47,17 +47,23 @@ class DeviceModel : public Component {
   static constexpr ComponentKind kKind = ComponentKind::kDeviceModel;
 
   // Time of one layer's forward, backward or recompute on `device`. Excludes the
-  // tensor-parallel communication (that is a collective of its own). Inputs: a layer of a
-  // ModelGraph, a positive micro-batch and TP degree dividing the layer's heads. Errors:
-  // InvalidArgument for impossible work, Unimplemented for a layer kind it cannot cost.
-  [[nodiscard]] virtual absl::StatusOr<double> LayerTime(const LayerWork& work,
-                                                         const DeviceSpec& device) const = 0;
+  // tensor-parallel communication (that is a collective of its own). A layer with measured
+  // times (LayerKind::kGiven) costs what it was given, scaled to the work's samples (recompute
+  // as forward); every other layer goes to ComputeLayerTime.
+  [[nodiscard]] absl::StatusOr<double> LayerTime(const LayerWork& work, const DeviceSpec& device) const;
 
   // Time of a generic kernel doing `flops` of arithmetic at `precision` and moving `bytes`
   // through device memory (optimizer steps, compression encode and decode, ...).
   [[nodiscard]] virtual absl::StatusOr<double> KernelTime(double flops, double bytes,
                                                           Precision precision,
                                                           const DeviceSpec& device) const = 0;
+
+ protected:
+  // The model's own cost of a layer. Inputs: a layer of a ModelGraph, a positive micro-batch
+  // and TP degree dividing the layer's heads. Errors: InvalidArgument for impossible work,
+  // Unimplemented for a layer kind it cannot cost.
+  [[nodiscard]] virtual absl::StatusOr<double> ComputeLayerTime(const LayerWork& work,
+                                                                const DeviceSpec& device) const = 0;
 };
 
 }  // namespace testbed

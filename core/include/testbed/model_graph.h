@@ -11,8 +11,22 @@
 
 namespace testbed {
 
-enum class LayerKind { kEmbedding, kAttention, kMlp, kMoe, kHead, kGnn, kDense };
+enum class LayerKind { kEmbedding, kAttention, kMlp, kMoe, kHead, kGnn, kDense, kGiven };
 [[nodiscard]] const char* LayerKindName(LayerKind kind) noexcept;
+
+// A layer whose cost the user measured (family "layers"): its forward and backward time for a
+// micro-batch of `micro_batch` samples, its parameters and the bytes it keeps and hands on per
+// sample; `repeat` copies of it follow one another.
+struct GivenLayer {
+  std::string name;
+  double fwd_s = 0;
+  double bwd_s = 0;
+  std::int64_t micro_batch = 0;  // samples the times are for (0: whatever the run's micro-batch is)
+  std::int64_t params = 0;
+  std::int64_t activation_bytes_per_sample = 0;
+  std::int64_t output_bytes_per_sample = 0;
+  std::int64_t repeat = 1;
+};
 
 // The shape of a transformer (GPT or BERT style, dense or MoE; FFN size 0 means 4 x hidden),
 // or of an MLP classifier (family "mlp": `inputs` features, `layers` hidden layers of width
@@ -30,6 +44,8 @@ struct ModelShape {
   std::int64_t top_k = 1;    // MoE: experts each token is routed to
   bool tied_embeddings = true;
   std::int64_t inputs = 0;  // mlp: input features
+  // family "layers": the chain of layers as given, with no embedding or head unless listed.
+  std::vector<GivenLayer> given;
 };
 
 // One layer. Per-sample figures are for one sequence of seq_len tokens, no tensor
@@ -62,6 +78,11 @@ struct Layer {
   // to the embedding's). A pipeline stage that holds this layer but not the other keeps a
   // copy, and the two copies' gradients are all-reduced (Megatron-LM).
   std::int64_t shared_params = 0;
+  // kGiven: measured times per micro-batch of `given_micro_batch` samples (0: any), costed as
+  // given (DeviceModel::LayerTime) with no device-model arithmetic.
+  double given_fwd_s = -1;
+  double given_bwd_s = -1;
+  std::int64_t given_micro_batch = 0;
 };
 
 struct ModelGraph {

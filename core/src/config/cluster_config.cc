@@ -40,6 +40,8 @@ const std::vector<ParamSpec>& NodeSchema() {
       ParamSpec::StringList("hosts", {}).Doc("hubs that are host memory, the ends of host-device copies (default: hubs named cpu*)"),
       ParamSpec::StringList("nics", {}).Doc("network interfaces to the inter-node fabric"),
       ParamSpec::StringList("nic_of", {}).Doc("NIC used by each device (default: the nearest)"),
+      ParamSpec::StringList("device_links", {})
+          .Doc("[endpoint, link type]: a link of that type from every device to that endpoint (a switch), besides `links`"),
       ParamSpec::String("nic_link", "").Doc("link type of each NIC's port to the fabric"),
   };
   return schema;
@@ -152,6 +154,16 @@ std::optional<NodeType> ResolveNode(const ConfigDoc& node_doc, const PresetLibra
           continue;
         }
         if (auto spec = link_type(*t, where)) type.links.push_back(NodeType::LocalLink{*a, *b, *spec});
+      }
+    }
+  }
+  const std::vector<std::string> device_links = Declared<std::vector<std::string>>(p, "device_links", errors);
+  if (!device_links.empty()) {
+    if (device_links.size() != 2) {
+      errors.Add(node_doc.Where({"device_links"}), "[node]: 'device_links' must be [\"endpoint\", \"link type\"]");
+    } else if (auto spec = link_type(device_links[1], {"device_links"})) {
+      for (int i = 0; i < type.devices; ++i) {
+        type.links.push_back(NodeType::LocalLink{absl::StrCat("gpu", i), device_links[0], *spec});
       }
     }
   }

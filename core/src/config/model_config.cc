@@ -1,6 +1,13 @@
 #include "config/model_config.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace testbed {
 
@@ -8,10 +15,10 @@ const std::vector<ParamSpec>& ModelSchema() {
   static const std::vector<ParamSpec> schema = {
       ParamSpec::String("name", "").Doc("model name shown in tables"),
       ParamSpec::String("doc", "").Doc("one line about the model and where its shape comes from"),
-      ParamSpec::Choice("family", "gpt", {"gpt", "bert", "moe-gpt", "mlp"})
-          .Doc("causal GPT, bidirectional BERT, GPT with MoE FFNs, or an MLP classifier"),
-      ParamSpec::Int("layers", 0).Min(1).Required().Unit("blocks").Doc("transformer blocks (mlp: hidden layers)"),
-      ParamSpec::Int("hidden", 0).Min(1).Required().Unit("elements").Doc("hidden size h"),
+      ParamSpec::Choice("family", "gpt", {"gpt", "bert", "moe-gpt", "mlp", "layers"})
+          .Doc("causal GPT, bidirectional BERT, GPT with MoE FFNs, an MLP classifier, or layers with measured times"),
+      ParamSpec::Int("layers", 0).Min(1).Unit("blocks").Doc("transformer blocks (mlp: hidden layers); required but for family layers"),
+      ParamSpec::Int("hidden", 0).Min(1).Unit("elements").Doc("hidden size h; required but for family layers"),
       ParamSpec::Int("heads", 0).Min(0).Unit("heads").Doc("attention heads a (h divisible by a; transformers only)"),
       ParamSpec::Int("ffn_hidden", 0).Min(0).Unit("elements").Doc("FFN inner size; 0 means 4 x hidden"),
       ParamSpec::Int("seq_len", 1024).Min(1).Unit("tokens").Doc("sequence length s"),
@@ -20,9 +27,109 @@ const std::vector<ParamSpec>& ModelSchema() {
       ParamSpec::Int("top_k", 1).Min(1).Unit("experts").Doc("experts each token is routed to"),
       ParamSpec::Bool("tied_embeddings", true).Doc("output head shares the embedding matrix"),
       ParamSpec::Int("inputs", 0).Min(0).Unit("features").Doc("mlp: input features"),
+      ParamSpec::String("given_csv", "")
+          .Doc("family layers: CSV of measured layers (name,fwd_ms,bwd_ms[,params,activation_mib,output_mib,micro_batch,repeat]), relative to this file"),
   };
   return schema;
 }
+
+// One measured layer of family "layers" (an entry of `given = [...]` or a CSV row).
+const std::vector<ParamSpec>& GivenLayerSchema() {
+  static const std::vector<ParamSpec> schema = {
+      ParamSpec::String("name", "layer").Doc("layer name (numbered when repeated)"),
+      ParamSpec::Double("fwd_ms", 0).Min(0).Required().Unit("ms").Doc("forward time of one micro-batch"),
+      ParamSpec::Double("bwd_ms", 0).Min(0).Required().Unit("ms").Doc("backward time of one micro-batch"),
+      ParamSpec::Int("params", 0).Min(0).Unit("parameters").Doc("parameters (their gradients are all-reduced)"),
+      ParamSpec::Double("activation_mib", 0).Min(0).Unit("MiB").Doc("activations kept for backward, per sample"),
+      ParamSpec::Double("output_mib", 0).Min(0).Unit("MiB").Doc("output handed to the next layer, per sample"),
+      ParamSpec::Int("micro_batch", 0).Min(0).Unit("samples").Doc("samples the times were measured for (0: the run's micro-batch)"),
+      ParamSpec::Int("repeat", 1).Min(1).Doc("copies of the layer in a row"),
+  };
+  return schema;
+}
+
+namespace {
+
+GivenLayer GivenFrom(const ParamSet& p, ErrorList& errors) {
+  GivenLayer g;
+  constexpr double kMiB = 1048576.0;
+  g.name = Declared<std::string>(p, "name", errors);
+  g.fwd_s = Declared<double>(p, "fwd_ms", errors) * 1e-3;
+  g.bwd_s = Declared<double>(p, "bwd_ms", errors) * 1e-3;
+  g.params = Declared<std::int64_t>(p, "params", errors);
+  g.activation_bytes_per_sample = static_cast<std::int64_t>(Declared<double>(p, "activation_mib", errors) * kMiB);
+  g.output_bytes_per_sample = static_cast<std::int64_t>(Declared<double>(p, "output_mib", errors) * kMiB);
+  g.micro_batch = Declared<std::int64_t>(p, "micro_batch", errors);
+  g.repeat = Declared<std::int64_t>(p, "repeat", errors);
+  return g;
+}
+
+// Measured layers from a CSV file: a header naming the columns (name, fwd_ms and bwd_ms at
+// least; any of GivenLayerSchema), then one layer per row. Errors name the file and line.
+void ReadGivenCsv(const std::filesystem::path& file, std::vector<GivenLayer>& out, ErrorList& errors) {
+  std::ifstream in(file);
+  if (!in) {
+    errors.Add(absl::StrCat(file.string(), ": cannot read the measured layers file"));
+    return;
+  }
+  std::string line;
+  std::vector<std::string> header;
+  int line_no = 0;
+  const auto& schema = GivenLayerSchema();
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    for (std::string& c : cells) c = std::string(absl::StripAsciiWhitespace(c));
+    const std::string where = absl::StrCat(file.string(), ":", line_no, ": ");
+    if (header.empty()) {
+      header = cells;
+      for (const std::string& h : header) {
+        if (std::none_of(schema.begin(), schema.end(), [&](const ParamSpec& s) { return s.name() == h; })) {
+          errors.Add(absl::StrCat(where, "unknown column '", h, "'; expected name, fwd_ms, bwd_ms, params, activation_mib, "
+                                         "output_mib, micro_batch, repeat"));
+        }
+      }
+      for (const char* need : {"fwd_ms", "bwd_ms"}) {
+        if (std::find(header.begin(), header.end(), need) == header.end()) {
+          errors.Add(absl::StrCat(where, "the header has no '", need, "' column"));
+        }
+      }
+      continue;
+    }
+    if (cells.size() != header.size()) {
+      errors.Add(absl::StrCat(where, cells.size(), " fields; the header has ", header.size()));
+      continue;
+    }
+    ParamSet p;
+    for (const ParamSpec& s : schema) p.Set(s.name(), s.default_value());
+    bool ok = true;
+    for (size_t i = 0; i < header.size() && ok; ++i) {
+      const auto spec = std::find_if(schema.begin(), schema.end(), [&](const ParamSpec& s) { return s.name() == header[i]; });
+      if (spec == schema.end()) continue;
+      if (spec->type() == ParamType::kString) {
+        p.Set(spec->name(), cells[i]);
+        continue;
+      }
+      double v = 0;
+      if (!absl::SimpleAtod(cells[i], &v) || v < spec->min().value_or(0)) {
+        errors.Add(absl::StrCat(where, "'", header[i], "': expected ", spec->DescribeExpected(), ", got '", cells[i], "'"));
+        ok = false;
+        break;
+      }
+      if (spec->type() == ParamType::kInt) {
+        p.Set(spec->name(), static_cast<std::int64_t>(v));
+      } else {
+        p.Set(spec->name(), v);
+      }
+    }
+    if (ok) out.push_back(GivenFrom(p, errors));
+  }
+  if (header.empty()) errors.Add(absl::StrCat(file.string(), ": no header line"));
+}
+
+}  // namespace
 
 absl::StatusOr<ConfigDoc> MergeWithPreset(const ConfigDoc& doc, const KeyPath& section, const PresetLibrary& presets,
                                           const std::string& category, const std::string& preset_table) {
@@ -69,7 +176,17 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
     return nullptr;
   }
   const size_t before = errors.size();
-  ParamSet p = ResolveParams(*merged, {}, ModelSchema(), absl::StrCat("[", PathToString(section), "]"), {}, errors);
+  const std::string owner = absl::StrCat("[", PathToString(section), "]");
+  ParamSet p = ResolveParams(*merged, {}, ModelSchema(), owner, {"given"}, errors);
+  if (errors.size() != before) return nullptr;
+  const bool given = Declared<std::string>(p, "family", errors) == "layers";
+  for (const char* key : {"layers", "hidden"}) {
+    if (!given && merged->Get({key}) == nullptr) {
+      const auto spec = std::find_if(ModelSchema().begin(), ModelSchema().end(),
+                                     [&](const ParamSpec& s) { return s.name() == key; });
+      errors.Add(merged->Where({}), absl::StrCat(owner, ": missing required key '", key, "' (", spec->DescribeExpected(), ")"));
+    }
+  }
   if (errors.size() != before) return nullptr;
   ModelShape shape;
   shape.name = Declared<std::string>(p, "name", errors);
@@ -84,6 +201,28 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   shape.top_k = Declared<std::int64_t>(p, "top_k", errors);
   shape.tied_embeddings = Declared<bool>(p, "tied_embeddings", errors);
   shape.inputs = Declared<std::int64_t>(p, "inputs", errors);
+  if (const toml::node* list = merged->Get({"given"})) {
+    const toml::array* arr = list->as_array();
+    if (arr == nullptr) {
+      errors.Add(merged->Where({"given"}), absl::StrCat(owner, ": 'given' must be an array of layer tables"));
+    } else {
+      for (size_t i = 0; i < arr->size(); ++i) {
+        const KeyPath at = {"given", absl::StrCat("[", i, "]")};
+        ParamSet lp = ResolveParams(*merged, at, GivenLayerSchema(), absl::StrCat(owner, " given[", i, "]"), {}, errors);
+        shape.given.push_back(GivenFrom(lp, errors));
+      }
+    }
+  }
+  if (const std::string csv = Declared<std::string>(p, "given_csv", errors); !csv.empty()) {
+    std::filesystem::path file(csv);
+    if (file.is_relative()) file = std::filesystem::path(merged->Where({"given_csv"}).file).parent_path() / file;
+    ReadGivenCsv(file, shape.given, errors);
+  }
+  if (given != !shape.given.empty()) {
+    errors.Add(merged->Where({}), given ? absl::StrCat(owner, ": family \"layers\" needs 'given' layers or a 'given_csv' file")
+                                        : absl::StrCat(owner, ": 'given' layers need family = \"layers\""));
+  }
+  if (errors.size() != before) return nullptr;
   if (shape.name.empty()) {
     const toml::node* preset = doc.Get([&] { KeyPath k = section; k.push_back("preset"); return k; }());
     shape.name = preset && preset->is_string() ? preset->as_string()->get() : std::string("model");

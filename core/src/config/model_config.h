@@ -12,6 +12,8 @@
 namespace testbed {
 
 [[nodiscard]] const std::vector<ParamSpec>& ModelSchema();
+// The keys of one measured layer of family "layers" (an entry of `given`, a column of `given_csv`).
+[[nodiscard]] const std::vector<ParamSpec>& GivenLayerSchema();
 
 // `section` is the path of the model table in `doc` (["model"] in an experiment). A `preset`
 // key loads configs/models/<preset>.toml first; the other keys override it. Problems are

@@ -1,6 +1,8 @@
 #include "absl/strings/string_view.h"
 #include "config/schema.h"
 
+#include "testbed/component.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -166,6 +168,11 @@ ParamSet ResolveParams(const ConfigDoc& doc, const KeyPath& table_path, const st
         const std::string guess = DidYouMean(key, known);
         if (!guess.empty()) absl::StrAppend(&msg, " (did you mean '", guess, "'?)");
         absl::StrAppend(&msg, "; expected one of: ", known.empty() ? "(no keys)" : absl::StrJoin(known, ", "));
+        // A component kind written after a [table] header lands in that table in TOML.
+        if (KindFromName(key).has_value() && table_path.size() == 1) {
+          absl::StrAppend(&msg, ". '", key, "' is a component kind, a key of the file's top level: TOML puts a key after [",
+                          table_path[0], "] into that table, so move it above the first [table]");
+        }
         errors.Add(doc.Where(key_path), msg);
         continue;
       }

@@ -57,7 +57,7 @@ absl::StatusOr<ProfiledDeviceModel> ProfiledDeviceModel::Profile(const ModelGrap
   return m;
 }
 
-absl::StatusOr<double> ProfiledDeviceModel::LayerTime(const LayerWork& work, const DeviceSpec&) const {
+absl::StatusOr<double> ProfiledDeviceModel::ComputeLayerTime(const LayerWork& work, const DeviceSpec&) const {
   const std::ptrdiff_t index = work.layer - graph_->layers.data();
   if (index < 0 || index >= static_cast<std::ptrdiff_t>(graph_->layers.size())) {
     return absl::InvalidArgumentError("profiled device model: a layer of another model");

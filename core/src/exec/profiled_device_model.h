@@ -19,7 +19,7 @@ class ProfiledDeviceModel final : public DeviceModel {
   [[nodiscard]] static absl::StatusOr<ProfiledDeviceModel> Profile(const ModelGraph& graph, std::int64_t micro_batch,
                                                                    int tp, int repeats,
                                                                    double memory_bandwidth_bytes_per_s);
-  [[nodiscard]] absl::StatusOr<double> LayerTime(const LayerWork& work, const DeviceSpec& device) const override;
+  [[nodiscard]] absl::StatusOr<double> ComputeLayerTime(const LayerWork& work, const DeviceSpec& device) const override;
   [[nodiscard]] absl::StatusOr<double> KernelTime(double flops, double bytes, Precision precision,
                                                   const DeviceSpec& device) const override;
 

@@ -53,7 +53,7 @@ bool IsRecomputeKernel(const Kernel& k) {
 
 }  // namespace
 
-absl::StatusOr<double> CalibratedModel::LayerTime(const LayerWork& work, const DeviceSpec& device) const {
+absl::StatusOr<double> CalibratedModel::ComputeLayerTime(const LayerWork& work, const DeviceSpec& device) const {
   if (absl::Status st = CheckWork(work); !st.ok()) return st;
   const std::vector<Kernel> kernels = LayerKernels(work);
   if (kernels.empty()) {

@@ -23,7 +23,7 @@ class CalibratedModel final : public DeviceModel {
   // (no layer, micro_batch or tp < 1, fraction outside (0, 1], tp not dividing the heads or
   // the FFN width, a device without a peak for the precision or without bandwidth),
   // Unimplemented for layer kinds without kernels (GNN).
-  [[nodiscard]] absl::StatusOr<double> LayerTime(const LayerWork& work, const DeviceSpec& device) const override;
+  [[nodiscard]] absl::StatusOr<double> ComputeLayerTime(const LayerWork& work, const DeviceSpec& device) const override;
 
   // One kernel: the larger of its compute and memory terms at the MLP forward efficiencies,
   // plus the fitted per-kernel overhead.

@@ -23,7 +23,7 @@ absl::StatusOr<double> RooflineModel::Time(const Kernel& k, Precision precision,
   return std::max(compute, memory) + p_.launch_overhead_s;
 }
 
-absl::StatusOr<double> RooflineModel::LayerTime(const LayerWork& work, const DeviceSpec& device) const {
+absl::StatusOr<double> RooflineModel::ComputeLayerTime(const LayerWork& work, const DeviceSpec& device) const {
   if (work.layer == nullptr || work.micro_batch < 1 || work.tp < 1) {
     return absl::InvalidArgumentError("layer work needs a layer, micro_batch >= 1 and tp >= 1");
   }

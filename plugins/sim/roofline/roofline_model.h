@@ -20,7 +20,7 @@ struct RooflineParams {
 class RooflineModel final : public DeviceModel {
  public:
   explicit RooflineModel(RooflineParams p) : p_(p) {}
-  [[nodiscard]] absl::StatusOr<double> LayerTime(const LayerWork& work, const DeviceSpec& device) const override;
+  [[nodiscard]] absl::StatusOr<double> ComputeLayerTime(const LayerWork& work, const DeviceSpec& device) const override;
   [[nodiscard]] absl::StatusOr<double> KernelTime(double flops, double bytes, Precision precision,
                                                   const DeviceSpec& device) const override;
   // Time of one kernel of the decomposition.

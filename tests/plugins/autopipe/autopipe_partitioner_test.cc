@@ -16,7 +16,7 @@ namespace {
 // sub-layer boundaries matter.
 class KindDeviceModel final : public DeviceModel {
  public:
-  absl::StatusOr<double> LayerTime(const LayerWork& w, const DeviceSpec&) const override {
+  absl::StatusOr<double> ComputeLayerTime(const LayerWork& w, const DeviceSpec&) const override {
     double t = 0;
     switch (w.layer->kind) {
       case LayerKind::kEmbedding: t = 0.2; break;

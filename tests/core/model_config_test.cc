@@ -1,0 +1,74 @@
+// Models of measured layers (family "layers"): inline and from a CSV file, each row costed as
+// given; malformed input is named by file and line.
+#include "config/model_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace testbed {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::shared_ptr<const ModelGraph> Resolve(const std::string& toml, const std::string& file, ErrorList& errors) {
+  auto doc = ConfigDoc::ParseString(toml, file);
+  EXPECT_TRUE(doc.ok()) << doc.status();
+  PresetLibrary presets({});
+  return ResolveModel(*doc, {"model"}, presets, errors);
+}
+
+TEST(GivenLayers, InlineLayersRepeatWithoutEmbeddingOrHead) {
+  ErrorList errors;
+  auto m = Resolve(R"([model]
+family = "layers"
+given = [{ name = "block", fwd_ms = 2.4, bwd_ms = 4.8, params = 50331648, output_mib = 8, repeat = 3 },
+         { name = "loss", fwd_ms = 0.5, bwd_ms = 0.25 }]
+)", "m.toml", errors);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  ASSERT_EQ(m->layers.size(), 4u);
+  EXPECT_EQ(m->layers[0].name, "block0");
+  EXPECT_EQ(m->layers[2].name, "block2");
+  EXPECT_EQ(m->layers[3].name, "loss");
+  EXPECT_DOUBLE_EQ(m->layers[1].given_fwd_s, 2.4e-3);
+  EXPECT_DOUBLE_EQ(m->layers[3].given_bwd_s, 0.25e-3);
+  EXPECT_EQ(m->layers[0].params, 50331648);
+  EXPECT_EQ(m->layers[0].output_bytes_per_sample, 8 << 20);
+  EXPECT_EQ(m->TotalParams(), 3 * 50331648);
+}
+
+TEST(GivenLayers, FromACsvFileNextToTheExperiment) {
+  testing::TempDir dir;
+  testing::WriteFile(dir / "times.csv", "# measured on one device\nname,fwd_ms,bwd_ms,params,repeat\nattn,1.5,3,100,2\nmlp,2,4,200,1\n");
+  ErrorList errors;
+  auto m = Resolve("[model]\nfamily = \"layers\"\ngiven_csv = \"times.csv\"\n", (dir / "x.toml").string(), errors);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  ASSERT_EQ(m->layers.size(), 3u);
+  EXPECT_EQ(m->layers[1].name, "attn1");
+  EXPECT_DOUBLE_EQ(m->layers[2].given_bwd_s, 4e-3);
+  EXPECT_EQ(m->layers[2].params, 200);
+}
+
+TEST(GivenLayers, AMalformedRowNamesTheFileAndLine) {
+  testing::TempDir dir;
+  testing::WriteFile(dir / "bad.csv", "name,fwd_ms,bwd_ms\nok,1,2\nbroken,fast,2\nshort,1\n");
+  ErrorList errors;
+  auto m = Resolve("[model]\nfamily = \"layers\"\ngiven_csv = \"bad.csv\"\n", (dir / "x.toml").string(), errors);
+  EXPECT_EQ(m, nullptr);
+  const std::string msg(errors.ToStatus().message());
+  EXPECT_THAT(msg, HasSubstr((dir / "bad.csv").string() + ":3: 'fwd_ms': expected float >= 0.0 (ms), got 'fast'"));
+  EXPECT_THAT(msg, HasSubstr((dir / "bad.csv").string() + ":4: 2 fields; the header has 3"));
+}
+
+TEST(GivenLayers, ShapesStillNeedTheirDimensionsAndLayersTheirList) {
+  ErrorList errors;
+  EXPECT_EQ(Resolve("[model]\nhidden = 64\nheads = 4\n", "m.toml", errors), nullptr);
+  EXPECT_THAT(std::string(errors.ToStatus().message()), HasSubstr("[model]: missing required key 'layers'"));
+  ErrorList none;
+  EXPECT_EQ(Resolve("[model]\nfamily = \"layers\"\n", "m.toml", none), nullptr);
+  EXPECT_THAT(std::string(none.ToStatus().message()), HasSubstr("needs 'given' layers or a 'given_csv' file"));
+}
+
+}  // namespace
+}  // namespace testbed
