@@ -19,7 +19,7 @@ command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ] || { echo "gpu-bu
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESTBED_BUILD_TESTS=ON \
   -DTESTBED_BUILD_BENCH=ON -DTESTBED_WITH_CUDA=ON > /dev/null
 cmake --build "$build" -- -j"$jobs"
-ldd "$build/bin/train_gemm_test" | grep -q libcublas || { echo "gpu-bundle: $build was built without CUDA"; exit 1; }
+[ -e "$build/lib/libtestbed_cublas.so" ] || { echo "gpu-bundle: $build was built without CUDA"; exit 1; }
 
 # The tests that touch a GPU, as ctest names them: one "program filter" line per test.
 tests_json="$(ctest --test-dir "$build" -N --show-only=json-v1 -R 'Cuda|Cublas|Nccl|Gemm')"
@@ -36,7 +36,7 @@ EOF
 
 programs="$(cut -d' ' -f1 "$bundle/gpu-tests.txt" | sort -u) testbed compressor_bench"
 for p in $programs; do cp "$build/bin/$p" "$bundle/bin/"; done
-cp -L "$build/lib/libtestbed.so" "$bundle/lib/"
+cp -L "$build/lib/libtestbed.so" "$build/lib/libtestbed_cublas.so" "$bundle/lib/"
 for plugin in "$build"/lib/testbed/plugins/*.so; do
   # The mpi plugin needs OpenMPI's runtime and its components: not part of the GPU checks.
   [ "$(basename "$plugin")" = mpi.so ] || cp "$plugin" "$bundle/lib/testbed/plugins/"
@@ -60,7 +60,7 @@ done
 {
   echo "source_dir=$root"
   echo "build_dir=$build"
-  echo "cuda_libraries=$(ldd "$bundle/lib/testbed/plugins/nccl.so" "$bundle/bin/train_gemm_test" |
+  echo "cuda_libraries=$(ldd "$bundle/lib/testbed/plugins/nccl.so" "$bundle/lib/libtestbed_cublas.so" |
     awk '/=>/ { print $1 }' | grep -E '^lib(cudart|cublas|cublasLt|nccl)\.so' | sort -u | tr '\n' ' ')"
   echo "made=$(date -u +%Y-%m-%dT%H:%M:%SZ) revision=$(git -C "$root" rev-parse --short HEAD)"
 } > "$bundle/manifest.txt"

@@ -80,7 +80,15 @@ TEST(Gemm, CublasMatchesTheReference) {
 
 TEST(Gemm, CublasWithoutAGpuIsUnavailable) {
   if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
-  EXPECT_EQ(MakeCublasGemm(0).status().code(), absl::StatusCode::kUnavailable);
+  const absl::Status st = MakeCublasGemm(0).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
+#if defined(TESTBED_TRAIN_HAS_CUDA)
+  // The cuBLAS module was found and opened (it is loaded only now, not with the library),
+  // and it is the one that found no GPU.
+  EXPECT_NE(st.message().find("no GPU 0 (this process sees 0)"), std::string::npos) << st;
+#else
+  EXPECT_NE(st.message().find("built without CUDA"), std::string::npos) << st;
+#endif
 }
 
 // Counts products, computing them with Eigen.

@@ -1,4 +1,5 @@
-// MakeCublasGemm with CUDA: SGEMM on one GPU, operands staged from and to host memory.
+// The cuBLAS module (cublas_module.h): SGEMM on one GPU, operands staged from and to host
+// memory. Built as libtestbed_cublas.so and opened by MakeCublasGemm on first use.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -6,7 +7,7 @@
 #include <cstddef>
 
 #include "absl/strings/str_cat.h"
-#include "cuda_launch.h"
+#include "cublas_module.h"
 #include "testbed/cuda/device_buffer.h"
 #include "testbed/train/gemm.h"
 
@@ -110,10 +111,9 @@ class CublasGemm final : public GemmBackend {
 
 }  // namespace
 
-int CudaDeviceCount() noexcept { return std::max(0, cuda_detail::DeviceCount()); }
-
-absl::StatusOr<std::unique_ptr<GemmBackend>> MakeCublasGemm(int device) {
-  const int devices = CudaDeviceCount();
+absl::StatusOr<std::unique_ptr<GemmBackend>> Make(int device) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
   if (device < 0 || device >= devices) {
     return absl::UnavailableError(
         absl::StrCat("cuBLAS matrix products: no GPU ", device, " (this process sees ", devices, ")"));
@@ -124,3 +124,8 @@ absl::StatusOr<std::unique_ptr<GemmBackend>> MakeCublasGemm(int device) {
 }
 
 }  // namespace testbed::train
+
+extern "C" __attribute__((visibility("default"))) const testbed::train::CublasModule* testbed_cublas_module() {
+  static const testbed::train::CublasModule module{testbed::train::kCublasModuleVersion, &testbed::train::Make};
+  return &module;
+}
