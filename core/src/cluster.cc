@@ -1,13 +1,18 @@
 #include "testbed/cluster.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
 #include <queue>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "node_topology.h"
 
 namespace testbed {
 
@@ -23,177 +28,18 @@ const char* LinkKindName(LinkKind kind) noexcept {
   return "?";
 }
 
-namespace {
-
-// Routes inside one node type, precomputed once: endpoints are the devices, then the hubs,
-// then the NICs; directional local link 2k goes a->b of description link k, 2k+1 b->a.
-struct NodeTopology {
-  std::vector<std::string> endpoints;
-  std::vector<int> link_from, link_to;          // per directional local link
-  std::vector<LinkSpec> link_spec;              // per directional local link
-  std::vector<std::vector<std::vector<int>>> route;  // [from][to] -> local directional links
-  std::vector<int> nic_of_device;               // endpoint index of the device's NIC, -1 if none
-  std::vector<int> host_endpoints;              // endpoint index of each host (NodeType::hosts)
-  std::vector<int> nearest_host;                // per device: index into host_endpoints, -1 if none
-  int num_local_links() const { return static_cast<int>(link_spec.size()); }
-  int num_nics = 0;
-  int first_nic_endpoint = 0;
-};
-
-// Cost of a path for routing: the time to move 1 MiB, so wide links win over few hops.
-double EdgeWeight(const LinkSpec& s) {
-  return s.latency_s + (s.bandwidth_bytes_per_s > 0 ? 1048576.0 / s.bandwidth_bytes_per_s : 1e9);
-}
-
-absl::StatusOr<NodeTopology> BuildTopology(const NodeType& type) {
-  NodeTopology t;
-  const std::string where = absl::StrCat("node type '", type.name, "'");
-  if (type.devices < 1) return absl::InvalidArgumentError(absl::StrCat(where, ": devices must be >= 1"));
-  std::map<std::string, int> index;
-  auto add = [&](const std::string& name) -> absl::Status {
-    if (!index.emplace(name, static_cast<int>(t.endpoints.size())).second) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": endpoint '", name, "' declared twice"));
-    }
-    t.endpoints.push_back(name);
-    return absl::OkStatus();
-  };
-  for (int i = 0; i < type.devices; ++i) {
-    if (auto s = add(absl::StrCat("gpu", i)); !s.ok()) return s;
-  }
-  for (const auto& hub : type.hubs) {
-    if (auto s = add(hub); !s.ok()) return s;
-  }
-  t.first_nic_endpoint = static_cast<int>(t.endpoints.size());
-  for (const auto& nic : type.nics) {
-    if (auto s = add(nic); !s.ok()) return s;
-  }
-  t.num_nics = static_cast<int>(type.nics.size());
-  for (const auto& link : type.links) {
-    auto a = index.find(link.a), b = index.find(link.b);
-    if (a == index.end() || b == index.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": link ", link.a, " - ", link.b, " names an unknown endpoint; endpoints are ",
-          absl::StrJoin(t.endpoints, ", ")));
-    }
-    if (link.spec.bandwidth_bytes_per_s <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": link ", link.a, " - ", link.b, " has no bandwidth"));
-    }
-    t.link_from.push_back(a->second);
-    t.link_to.push_back(b->second);
-    t.link_spec.push_back(link.spec);
-    t.link_from.push_back(b->second);
-    t.link_to.push_back(a->second);
-    t.link_spec.push_back(link.spec);
-  }
-
-  // All-pairs shortest paths by Dijkstra from every endpoint (nodes are small).
-  const int n = static_cast<int>(t.endpoints.size());
-  std::vector<std::vector<int>> out_links(static_cast<size_t>(n));
-  for (int l = 0; l < t.num_local_links(); ++l) out_links[static_cast<size_t>(t.link_from[l])].push_back(l);
-  t.route.assign(static_cast<size_t>(n), std::vector<std::vector<int>>(static_cast<size_t>(n)));
-  std::vector<std::vector<double>> dist(static_cast<size_t>(n));
-  for (int src = 0; src < n; ++src) {
-    std::vector<double> d(static_cast<size_t>(n), std::numeric_limits<double>::infinity());
-    std::vector<int> via(static_cast<size_t>(n), -1);
-    using Item = std::pair<double, int>;
-    std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
-    d[static_cast<size_t>(src)] = 0;
-    pq.push({0.0, src});
-    while (!pq.empty()) {
-      auto [du, u] = pq.top();
-      pq.pop();
-      if (du > d[static_cast<size_t>(u)]) continue;
-      for (int l : out_links[static_cast<size_t>(u)]) {
-        const int v = t.link_to[static_cast<size_t>(l)];
-        const double nd = du + EdgeWeight(t.link_spec[static_cast<size_t>(l)]);
-        if (nd < d[static_cast<size_t>(v)]) {
-          d[static_cast<size_t>(v)] = nd;
-          via[static_cast<size_t>(v)] = l;
-          pq.push({nd, v});
-        }
-      }
-    }
-    for (int dst = 0; dst < n; ++dst) {
-      if (dst == src || via[static_cast<size_t>(dst)] < 0) continue;
-      std::vector<int> path;
-      for (int v = dst; v != src; v = t.link_from[static_cast<size_t>(via[static_cast<size_t>(v)])]) {
-        path.push_back(via[static_cast<size_t>(v)]);
-      }
-      std::reverse(path.begin(), path.end());
-      t.route[static_cast<size_t>(src)][static_cast<size_t>(dst)] = std::move(path);
-    }
-    dist[static_cast<size_t>(src)] = std::move(d);
-  }
-  for (int a = 0; a < type.devices; ++a) {
-    for (int b = 0; b < type.devices; ++b) {
-      if (a != b && t.route[static_cast<size_t>(a)][static_cast<size_t>(b)].empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": no path between gpu", a, " and gpu", b));
-      }
-    }
-  }
-
-  // Host memory endpoints, and each device's nearest.
-  std::vector<std::string> hosts = type.hosts;
-  if (hosts.empty()) {
-    for (const auto& hub : type.hubs) {
-      if (hub.rfind("cpu", 0) == 0) hosts.push_back(hub);
-    }
-  }
-  for (const auto& h : hosts) {
-    auto it = index.find(h);
-    if (it == index.end() || it->second < type.devices || it->second >= t.first_nic_endpoint) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": host '", h, "' is not one of its hubs"));
-    }
-    t.host_endpoints.push_back(it->second);
-  }
-  t.nearest_host.assign(static_cast<size_t>(type.devices), -1);
-  for (int i = 0; i < type.devices; ++i) {
-    double best = std::numeric_limits<double>::infinity();
-    for (size_t k = 0; k < t.host_endpoints.size(); ++k) {
-      const double dd = dist[static_cast<size_t>(i)][static_cast<size_t>(t.host_endpoints[k])];
-      if (dd < best) {  // strict: ties go to the lowest-numbered host
-        best = dd;
-        t.nearest_host[static_cast<size_t>(i)] = static_cast<int>(k);
-      }
-    }
-  }
-
-  t.nic_of_device.assign(static_cast<size_t>(type.devices), -1);
-  if (!type.nic_of.empty()) {
-    if (type.nic_of.size() != static_cast<size_t>(type.devices)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": nic_of lists ", type.nic_of.size(),
-                                                     " NICs for ", type.devices, " devices"));
-    }
-    for (int i = 0; i < type.devices; ++i) {
-      auto it = index.find(type.nic_of[static_cast<size_t>(i)]);
-      if (it == index.end() || it->second < t.first_nic_endpoint) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": nic_of names '", type.nic_of[static_cast<size_t>(i)],
-                                                       "', which is not one of its nics"));
-      }
-      t.nic_of_device[static_cast<size_t>(i)] = it->second;
-    }
-  } else {
-    for (int i = 0; i < type.devices; ++i) {
-      double best = std::numeric_limits<double>::infinity();
-      for (int k = 0; k < t.num_nics; ++k) {
-        const int e = t.first_nic_endpoint + k;
-        const double dd = dist[static_cast<size_t>(i)][static_cast<size_t>(e)];
-        if (dd < best) {  // strict: ties go to the lowest-numbered NIC
-          best = dd;
-          t.nic_of_device[static_cast<size_t>(i)] = e;
-        }
-      }
-    }
-  }
-  return t;
-}
-
-}  // namespace
+using internal::NodeTopology;
 
 struct Cluster::Impl {
   std::string name;
   std::vector<NodeGroup> groups;
   std::vector<NodeTopology> topologies;  // one per group
+  Network network;
+  // Network tiers: the first link of each tier's switches (up, then down, per switch) and how
+  // many switches the tier has; tier 0's switch of each (node, NIC) port is computed.
+  std::vector<LinkId> first_tier_link;
+  std::vector<int> tier_switches;
+  int leaves_per_rail = 1;
   std::vector<DeviceSpec> specs;         // one per group
   std::vector<Device> devices;
   std::vector<Link> links;
@@ -201,10 +47,27 @@ struct Cluster::Impl {
   std::vector<LinkId> first_link_of_node;  // local links, then per NIC: up, down
   std::vector<DeviceId> first_device_of_node;
 
+  const NodeTopology& Topo(int node) const { return topologies[static_cast<size_t>(group_of_node[static_cast<size_t>(node)])]; }
   LinkId NicUp(int node, int nic_endpoint) const {
-    const NodeTopology& t = topologies[static_cast<size_t>(group_of_node[static_cast<size_t>(node)])];
-    return first_link_of_node[static_cast<size_t>(node)] + t.num_local_links() +
-           2 * (nic_endpoint - t.first_nic_endpoint);
+    const NodeTopology& t = Topo(node);
+    return first_link_of_node[static_cast<size_t>(node)] + t.num_local_links() + 2 * (nic_endpoint - t.first_nic_endpoint());
+  }
+  // The switch of tier `tier` above NIC port (node, nic).
+  int SwitchOf(int tier, int node, int nic) const {
+    int id = (network.rails ? nic : 0) * leaves_per_rail + node / network.tiers.front().fan_in;
+    for (int t = 1; t <= tier; ++t) id /= network.tiers[static_cast<size_t>(t)].fan_in;
+    return id;
+  }
+  // Links between NIC ports a and b through the tiers: up from a's leaf to the lowest switch
+  // they share, then down to b's leaf.
+  void Fabric(int node_a, int nic_a, int node_b, int nic_b, std::vector<LinkId>& out) const {
+    const int tiers = static_cast<int>(network.tiers.size());
+    int top = 0;
+    while (top + 1 < tiers && SwitchOf(top, node_a, nic_a) != SwitchOf(top, node_b, nic_b)) ++top;
+    for (int t = 0; t < top; ++t) out.push_back(first_tier_link[static_cast<size_t>(t)] + 2 * SwitchOf(t, node_a, nic_a));
+    for (int t = top - 1; t >= 0; --t) {
+      out.push_back(first_tier_link[static_cast<size_t>(t)] + 2 * SwitchOf(t, node_b, nic_b) + 1);
+    }
   }
 };
 
@@ -218,11 +81,64 @@ Cluster& Cluster::operator=(const Cluster& other) {
   return *this;
 }
 
-absl::StatusOr<Cluster> Cluster::Build(std::string name, std::vector<NodeGroup> groups) {
+double Cluster::EstimateBytes(const std::vector<NodeGroup>& groups, const ClusterOptions& options) {
+  const Network& network = options.network;
+  // Per device, per directional link (with its name) and per node: what Build allocates.
+  constexpr double kDevice = sizeof(Device), kLink = sizeof(Link) + 32, kNode = 64;
+  double bytes = 0, nodes = 0, nics = 1;
+  for (const NodeGroup& g : groups) {
+    const double local = 2.0 * static_cast<double>(g.type.links.size()) + 2.0 * static_cast<double>(g.type.nics.size());
+    bytes += static_cast<double>(g.count) * (static_cast<double>(g.type.devices) * kDevice + local * kLink + kNode);
+    nodes += g.count;
+    nics = std::max(nics, static_cast<double>(g.type.nics.size()));
+    if (options.all_pairs_routes) {
+      // A stored route per ordered pair of endpoints: a vector and a few link ids.
+      const double endpoints = static_cast<double>(g.type.devices + g.type.hubs.size() + g.type.nics.size());
+      bytes += endpoints * endpoints * (sizeof(std::vector<int>) + 4 * sizeof(int));
+    }
+  }
+  // An up and a down link per switch of every tier but the top.
+  double units = nodes;
+  for (size_t t = 0; t + 1 < network.tiers.size(); ++t) {
+    units = std::ceil(units / std::max(1, network.tiers[t].fan_in)) * (t == 0 && network.rails ? nics : 1);
+    bytes += 2 * units * kLink;
+  }
+  return bytes;
+}
+
+absl::StatusOr<Cluster> Cluster::Build(std::string name, std::vector<NodeGroup> groups, const ClusterOptions& options) {
   Cluster c;
   Impl& im = *c.impl_;
   im.name = std::move(name);
+  im.network = options.network;
   if (groups.empty()) return absl::InvalidArgumentError(absl::StrCat("cluster '", im.name, "' has no nodes"));
+  {
+    double limit = options.memory_limit_bytes;
+    if (limit <= 0) {
+      const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+      limit = pages > 0 && page > 0 ? 0.5 * static_cast<double>(pages) * static_cast<double>(page) : 0;
+    }
+    const double need = EstimateBytes(groups, options);
+    if (limit > 0 && need > limit) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cluster '", im.name, "' is too large for this machine: describing it takes about ",
+          absl::StrFormat("%.3g", need / 1073741824.0), " GiB, and ", absl::StrFormat("%.3g", limit / 1073741824.0),
+          " GiB are allowed (memory_limit_gib, or half the free memory); use fewer nodes"));
+    }
+  }
+  for (size_t t = 0; t < im.network.tiers.size(); ++t) {
+    NetworkTier& tier = im.network.tiers[t];
+    // The top tier joins everything below it: its fan-in only needs to be large.
+    if (t + 1 == im.network.tiers.size() && tier.fan_in <= 0) tier.fan_in = 1 << 30;
+    if (tier.fan_in < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("cluster '", im.name, "': network tier '", tier.name,
+                                                     "' groups ", tier.fan_in, " units; at least 1"));
+    }
+    if (t + 1 < im.network.tiers.size() && tier.uplink.bandwidth_bytes_per_s <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cluster '", im.name, "': network tier '", tier.name,
+                                                     "' has no uplink bandwidth"));
+    }
+  }
   int total_nodes = 0;
   for (const NodeGroup& g : groups) {
     if (g.count < 1) {
@@ -232,9 +148,9 @@ absl::StatusOr<Cluster> Cluster::Build(std::string name, std::vector<NodeGroup> 
     total_nodes += g.count;
   }
   for (size_t gi = 0; gi < groups.size(); ++gi) {
-    auto topo = BuildTopology(groups[gi].type);
+    auto topo = NodeTopology::Build(groups[gi].type, options.all_pairs_routes);
     if (!topo.ok()) return topo.status();
-    if (total_nodes > 1 && topo->num_nics == 0) {
+    if (total_nodes > 1 && topo->num_nics() == 0) {
       return absl::InvalidArgumentError(absl::StrCat("cluster '", im.name, "': node type '", groups[gi].type.name,
                                                      "' has no NIC, so its nodes cannot reach each other"));
     }
@@ -250,6 +166,14 @@ absl::StatusOr<Cluster> Cluster::Build(std::string name, std::vector<NodeGroup> 
     const NodeType& type = groups[gi].type;
     const NodeTopology& t = im.topologies[gi];
     for (int k = 0; k < groups[gi].count; ++k, ++node) {
+      if (total_nodes > 1) {
+        for (int i = 0; i < type.devices; ++i) {
+          if (t.nic_of_device(i) < 0) {
+            return absl::InvalidArgumentError(absl::StrCat("cluster '", im.name, "': in node type '", type.name,
+                                                           "' gpu", i, " reaches no NIC"));
+          }
+        }
+      }
       im.group_of_node.push_back(static_cast<int>(gi));
       im.first_link_of_node.push_back(static_cast<LinkId>(im.links.size()));
       im.first_device_of_node.push_back(static_cast<DeviceId>(im.devices.size()));
@@ -257,12 +181,11 @@ absl::StatusOr<Cluster> Cluster::Build(std::string name, std::vector<NodeGroup> 
         Link link;
         link.id = static_cast<LinkId>(im.links.size());
         link.node = node;
-        link.spec = t.link_spec[static_cast<size_t>(l)];
-        link.name = absl::StrCat("n", node, ".", t.endpoints[static_cast<size_t>(t.link_from[static_cast<size_t>(l)])],
-                                 ">", t.endpoints[static_cast<size_t>(t.link_to[static_cast<size_t>(l)])]);
+        link.spec = t.link_spec(l);
+        link.name = absl::StrCat("n", node, ".", t.endpoint(t.link_from(l)), ">", t.endpoint(t.link_to(l)));
         im.links.push_back(std::move(link));
       }
-      for (int nic = 0; nic < t.num_nics; ++nic) {
+      for (int nic = 0; nic < t.num_nics(); ++nic) {
         const std::string& nic_name = type.nics[static_cast<size_t>(nic)];
         for (int dir = 0; dir < 2; ++dir) {
           Link link;
@@ -276,6 +199,31 @@ absl::StatusOr<Cluster> Cluster::Build(std::string name, std::vector<NodeGroup> 
       }
       for (int i = 0; i < type.devices; ++i) {
         im.devices.push_back(Device{static_cast<DeviceId>(im.devices.size()), node, i, static_cast<int>(gi)});
+      }
+    }
+  }
+  // Network tiers: an up and a down link per switch of every tier but the top.
+  if (!im.network.tiers.empty()) {
+    int max_nics = 1;
+    for (const NodeTopology& t : im.topologies) max_nics = std::max(max_nics, t.num_nics());
+    const int fan0 = im.network.tiers.front().fan_in;
+    im.leaves_per_rail = (total_nodes + fan0 - 1) / fan0;
+    int switches = (im.network.rails ? max_nics : 1) * im.leaves_per_rail;
+    for (size_t t = 0; t < im.network.tiers.size(); ++t) {
+      if (t > 0) switches = (switches + im.network.tiers[t].fan_in - 1) / im.network.tiers[t].fan_in;
+      im.tier_switches.push_back(switches);
+      im.first_tier_link.push_back(static_cast<LinkId>(im.links.size()));
+      if (t + 1 == im.network.tiers.size()) break;
+      const NetworkTier& tier = im.network.tiers[t];
+      const std::string& above = im.network.tiers[t + 1].name;
+      for (int sw = 0; sw < switches; ++sw) {
+        for (int dir = 0; dir < 2; ++dir) {
+          Link link;
+          link.id = static_cast<LinkId>(im.links.size());
+          link.spec = tier.uplink;
+          link.name = dir == 0 ? absl::StrCat(tier.name, sw, ">", above) : absl::StrCat(above, ">", tier.name, sw);
+          im.links.push_back(std::move(link));
+        }
       }
     }
   }
@@ -303,35 +251,35 @@ std::vector<LinkId> Cluster::Route(DeviceId a, DeviceId b) const {
   const Impl& im = *impl_;
   const Device& da = device(a);
   const Device& db = device(b);
-  const NodeTopology& ta = im.topologies[static_cast<size_t>(im.group_of_node[static_cast<size_t>(da.node)])];
+  const NodeTopology& ta = im.Topo(da.node);
   const LinkId offa = im.first_link_of_node[static_cast<size_t>(da.node)];
   if (da.node == db.node) {
-    for (int l : ta.route[static_cast<size_t>(da.local_index)][static_cast<size_t>(db.local_index)]) {
-      out.push_back(offa + l);
-    }
+    for (int l : ta.Route(da.local_index, db.local_index)) out.push_back(offa + l);
     return out;
   }
-  const NodeTopology& tb = im.topologies[static_cast<size_t>(im.group_of_node[static_cast<size_t>(db.node)])];
+  const NodeTopology& tb = im.Topo(db.node);
   const LinkId offb = im.first_link_of_node[static_cast<size_t>(db.node)];
-  const int nic_a = ta.nic_of_device[static_cast<size_t>(da.local_index)];
-  const int nic_b = tb.nic_of_device[static_cast<size_t>(db.local_index)];
-  for (int l : ta.route[static_cast<size_t>(da.local_index)][static_cast<size_t>(nic_a)]) out.push_back(offa + l);
+  const int nic_a = ta.nic_of_device(da.local_index);
+  const int nic_b = tb.nic_of_device(db.local_index);
+  for (int l : ta.Route(da.local_index, nic_a)) out.push_back(offa + l);
   out.push_back(im.NicUp(da.node, nic_a));
+  if (!im.network.tiers.empty()) {
+    im.Fabric(da.node, nic_a - ta.first_nic_endpoint(), db.node, nic_b - tb.first_nic_endpoint(), out);
+  }
   out.push_back(im.NicUp(db.node, nic_b) + 1);
-  for (int l : tb.route[static_cast<size_t>(nic_b)][static_cast<size_t>(db.local_index)]) out.push_back(offb + l);
+  for (int l : tb.Route(nic_b, db.local_index)) out.push_back(offb + l);
   return out;
 }
 
 int Cluster::NumHosts(int node) const {
   const Impl& im = *impl_;
-  return static_cast<int>(im.topologies[static_cast<size_t>(im.group_of_node[static_cast<size_t>(node)])].host_endpoints.size());
+  return static_cast<int>(im.Topo(node).host_endpoints().size());
 }
 
 int Cluster::NearestHost(DeviceId device_id) const {
   const Impl& im = *impl_;
   const Device& d = device(device_id);
-  return im.topologies[static_cast<size_t>(im.group_of_node[static_cast<size_t>(d.node)])]
-      .nearest_host[static_cast<size_t>(d.local_index)];
+  return im.Topo(d.node).nearest_host(d.local_index);
 }
 
 absl::StatusOr<std::vector<LinkId>> Cluster::HostRoute(DeviceId device_id, int host, bool to_device) const {
@@ -340,18 +288,18 @@ absl::StatusOr<std::vector<LinkId>> Cluster::HostRoute(DeviceId device_id, int h
     return absl::InvalidArgumentError(absl::StrCat("device ", device_id, " is not in cluster '", im.name, "'"));
   }
   const Device& d = device(device_id);
-  const NodeTopology& t = im.topologies[static_cast<size_t>(im.group_of_node[static_cast<size_t>(d.node)])];
-  if (host < 0) host = t.nearest_host[static_cast<size_t>(d.local_index)];
-  if (host < 0 || host >= static_cast<int>(t.host_endpoints.size())) {
+  const NodeTopology& t = im.Topo(d.node);
+  if (host < 0) host = t.nearest_host(d.local_index);
+  if (host < 0 || host >= static_cast<int>(t.host_endpoints().size())) {
     return absl::InvalidArgumentError(absl::StrCat("node ", d.node, " (", node_type_of(d.node).name, ") has ",
-                                                   t.host_endpoints.size(), " host memory endpoints; host ", host,
+                                                   t.host_endpoints().size(), " host memory endpoints; host ", host,
                                                    " does not exist"));
   }
-  const size_t h = static_cast<size_t>(t.host_endpoints[static_cast<size_t>(host)]);
-  const size_t g = static_cast<size_t>(d.local_index);
+  const int h = t.host_endpoints()[static_cast<size_t>(host)];
+  const int g = d.local_index;
   const LinkId off = im.first_link_of_node[static_cast<size_t>(d.node)];
   std::vector<LinkId> out;
-  for (int l : to_device ? t.route[h][g] : t.route[g][h]) out.push_back(off + l);
+  for (int l : to_device ? t.Route(h, g) : t.Route(g, h)) out.push_back(off + l);
   return out;
 }
 

@@ -113,6 +113,41 @@ TEST(CollectiveClosedForm, HierarchicalAllReduceSendsAShardOverTheNetwork) {
   EXPECT_LT(time(hier), time(ring));
 }
 
+TEST(CollectiveClosedForm, AnOversubscribedLeafUplinkBoundsARingAcrossLeaves) {
+  // 8 one-device nodes, leaves of 4: the ring 0..7 crosses leaf 0 -> leaf 1 once (3 -> 4) and
+  // back once (7 -> 0), one flow on each uplink direction. With the uplink slower than the
+  // NIC ports it is the ring's bottleneck: 2 * 7/8 * S over the uplink; with a faster one
+  // the NIC ports are.
+  NodeType type;
+  type.name = "one";
+  type.devices = 1;
+  type.device.name = "gpu";
+  type.device.peak_flops[Precision::kFp32] = 1e12;
+  type.device.memory_bytes = 1 << 30;
+  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  type.hubs = {"switch"};
+  type.nics = {"nic0"};
+  const LinkSpec fast{"fast", LinkKind::kPcie, 100e9, 0};
+  type.links = {{"gpu0", "switch", fast}, {"nic0", "switch", fast}};
+  type.nic_link = LinkSpec{"port", LinkKind::kInfiniband, 10e9, 0};
+  const double S = 80e6;
+  auto ring_time = [&](double uplink) {
+    ClusterOptions options;
+    options.network.tiers = {NetworkTier{"leaf", 4, LinkSpec{"up", LinkKind::kInfiniband, uplink, 0}},
+                             NetworkTier{"spine", 0, {}}};
+    const Cluster cluster = *Cluster::Build("leaves", {NodeGroup{type, 8}}, options);
+    Schedule s(8);
+    Task t;
+    t.kind = TaskKind::kCollective;
+    t.group = s.Group({0, 1, 2, 3, 4, 5, 6, 7});
+    t.bytes = static_cast<std::int64_t>(S);
+    s.Add(t);
+    return SimulateSchedule(s, cluster, collectives::Ring(collectives::CommTuning{})).iteration_time_s;
+  };
+  EXPECT_NEAR(ring_time(5e9), 2.0 * 7 / 8 * S / 5e9, 1e-9);
+  EXPECT_NEAR(ring_time(40e9), 2.0 * 7 / 8 * S / 10e9, 1e-9);
+}
+
 // A send of `bytes` from `from` to `to` and its receive, both on `stream`.
 void AddTransfer(Schedule& s, DeviceId from, DeviceId to, double bytes, int stream) {
   Task send;

@@ -69,12 +69,45 @@ struct NodeGroup {
   int count = 1;
 };
 
+// The network between nodes, as tiers of switches. Without tiers every NIC port reaches every
+// other through one ideal fabric (only the NIC links are shared). With tiers, tier 0 groups
+// `fan_in` consecutive nodes' NIC ports under one switch (a leaf; with `rails`, NIC k of those
+// nodes goes to a leaf of rail k), each further tier groups `fan_in` switches of the tier below,
+// and every switch but the top tier's has an uplink of `uplink` (per direction, the whole
+// switch's: an oversubscribed leaf has less than its ports). The top tier joins everything
+// below it (its fan_in may be 0). A transfer climbs to the lowest switch the two ports share
+// and comes down; switches themselves are non-blocking, only their uplinks are shared.
+struct NetworkTier {
+  std::string name;  // "leaf", "spine", ...
+  int fan_in = 1;   // units of the tier below under one switch (top tier: 0 = all)
+  LinkSpec uplink;   // to the next tier (ignored for the top tier)
+};
+struct Network {
+  std::vector<NetworkTier> tiers;
+  bool rails = false;
+};
+
+struct ClusterOptions {
+  Network network;
+  // Compute and store every route inside each node type when the cluster is built (the
+  // previous behaviour, kept as a reference); by default routes are found per source on use.
+  bool all_pairs_routes = false;
+  // Refuse to build a cluster whose description would take more than this many bytes
+  // (estimated before building; 0: half the memory available to the process).
+  double memory_limit_bytes = 0;
+};
+
 class Cluster {
  public:
-  // Builds the topology and precomputes the routes inside each node type. Fails on an
+  // Builds the topology (routes inside a node type are found on first use: NodeTopology). Fails on an
   // inconsistent description (a link naming an unknown endpoint, a device with no path to
   // a NIC when there are several nodes, ...).
-  [[nodiscard]] static absl::StatusOr<Cluster> Build(std::string name, std::vector<NodeGroup> groups);
+  [[nodiscard]] static absl::StatusOr<Cluster> Build(std::string name, std::vector<NodeGroup> groups,
+                                                     const ClusterOptions& options = {});
+  // Bytes the description of a cluster of these groups takes (devices, links, per-node
+  // tables, all-pairs routes when asked for), estimated before building it. Routes found
+  // lazily later are extra (one tree of endpoint count ints per source endpoint used).
+  [[nodiscard]] static double EstimateBytes(const std::vector<NodeGroup>& groups, const ClusterOptions& options);
 
   Cluster();
   ~Cluster();

@@ -52,6 +52,33 @@ const std::vector<ParamSpec>& ClusterSchema() {
       ParamSpec::String("name", "").Doc("cluster name"),
       ParamSpec::String("doc", "").Doc("one line"),
       ParamSpec::Int("nodes", 1).Min(1).Unit("nodes").Doc("how many nodes of `node`"),
+      ParamSpec::Choice("routes", "lazy", {"lazy", "all_pairs"})
+          .Doc("lazy: routes inside a node found per source on first use; all_pairs: every pair when built (reference)"),
+      ParamSpec::Double("memory_limit_gib", 0).Min(0).Unit("GiB")
+          .Doc("refuse a cluster whose description would exceed this (0: half the free memory)"),
+  };
+  return schema;
+}
+
+const std::vector<ParamSpec>& NetworkSchema() {
+  static const std::vector<ParamSpec> schema = {
+      ParamSpec::Bool("rails", false).Doc("rail-optimised: NIC k of every node of a leaf group goes to a leaf of rail k"),
+  };
+  return schema;
+}
+
+const std::vector<ParamSpec>& NetworkTierSchema() {
+  static const std::vector<ParamSpec> schema = {
+      ParamSpec::String("name", "").Doc("tier name, for link names and reports (default: tier0, tier1, ...)"),
+      ParamSpec::Int("fan_in", 0).Min(0).Unit("units")
+          .Doc("nodes under one switch of the first tier, switches of the tier below under one of this tier "
+               "(required but for the top tier, which joins everything)"),
+      ParamSpec::Double("uplink_gb_per_s", 0).Min(0).Unit("GB/s")
+          .Doc("one switch's bandwidth to the next tier, per direction (required for all but the top tier)"),
+      ParamSpec::Double("uplink_latency_us", 0).Min(0).Unit("us").Doc("latency of that uplink, one way"),
+      ParamSpec::Choice("kind", "infiniband", {"nvlink", "pcie", "cpu", "infiniband", "ethernet", "other"})
+          .Doc("technology of the uplinks, for reports"),
+      ParamSpec::String("doc", "").Doc("one line, with the source"),
   };
   return schema;
 }
@@ -177,6 +204,52 @@ std::optional<NodeType> ResolveNode(const ConfigDoc& node_doc, const PresetLibra
   return type;
 }
 
+// [cluster.network]: rails and an array of tiers, bottom first.
+Network ResolveNetwork(const ConfigDoc& doc, const std::string& owner, ErrorList& errors) {
+  Network net;
+  if (doc.Get({"network"}) == nullptr) return net;
+  if (doc.GetTable({"network"}) == nullptr) {
+    errors.Add(doc.Where({"network"}), absl::StrCat(owner, ": 'network' must be a table { rails, tiers = [...] }"));
+    return net;
+  }
+  ParamSet p = ResolveParams(doc, {"network"}, NetworkSchema(), absl::StrCat(owner, ".network"), {"tiers"}, errors);
+  net.rails = Declared<bool>(p, "rails", errors);
+  const toml::node* tiers = doc.Get({"network", "tiers"});
+  const toml::array* arr = tiers ? tiers->as_array() : nullptr;
+  if (tiers == nullptr || arr == nullptr || arr->empty()) {
+    errors.Add(doc.Where({"network"}), absl::StrCat(owner, ".network: 'tiers' must be a non-empty array of tables "
+                                                           "{ name, fan_in, uplink_gb_per_s }, the leaf tier first"));
+    return net;
+  }
+  for (size_t i = 0; i < arr->size(); ++i) {
+    KeyPath tp = {"network", "tiers", absl::StrCat("[", i, "]")};
+    const toml::table* t = arr->get(i)->as_table();
+    if (t == nullptr) {
+      errors.Add(doc.Where(tp), absl::StrCat(owner, ".network: tier ", i, " must be a table { name, fan_in, ... }"));
+      continue;
+    }
+    ConfigDoc tier_doc;
+    (void)tier_doc.Set({"tier"}, *t, doc, tp);
+    const std::string tier_owner = absl::StrCat(owner, ".network tier ", i);
+    ParamSet tpar = ResolveParams(tier_doc, {"tier"}, NetworkTierSchema(), tier_owner, {}, errors);
+    NetworkTier tier;
+    tier.name = Declared<std::string>(tpar, "name", errors);
+    if (tier.name.empty()) tier.name = absl::StrCat("tier", i);
+    tier.fan_in = static_cast<int>(Declared<std::int64_t>(tpar, "fan_in", errors));
+    tier.uplink.type = absl::StrCat(tier.name, "_uplink");
+    tier.uplink.kind = KindOf(Declared<std::string>(tpar, "kind", errors));
+    tier.uplink.bandwidth_bytes_per_s = Declared<double>(tpar, "uplink_gb_per_s", errors) * 1e9;
+    tier.uplink.latency_s = Declared<double>(tpar, "uplink_latency_us", errors) * 1e-6;
+    if (i + 1 < arr->size() && tier.uplink.bandwidth_bytes_per_s <= 0) {
+      errors.Add(tier_doc.Where({"tier"}), absl::StrCat(tier_owner, " ('", tier.name,
+                                                        "'): missing 'uplink_gb_per_s' (every tier but the top "
+                                                        "one has uplinks)"));
+    }
+    net.tiers.push_back(std::move(tier));
+  }
+  return net;
+}
+
 }  // namespace
 
 DeviceSpec ResolveDevice(const ConfigDoc& doc, const KeyPath& section, const PresetLibrary& presets,
@@ -242,7 +315,11 @@ std::shared_ptr<const Cluster> ResolveCluster(const ConfigDoc& doc, const KeyPat
   }
   const size_t before = errors.size();
   const std::string owner = absl::StrCat("[", PathToString(section), "]");
-  ParamSet p = ResolveParams(*merged, {}, ClusterSchema(), owner, {"node", "groups"}, errors);
+  ParamSet p = ResolveParams(*merged, {}, ClusterSchema(), owner, {"node", "groups", "network"}, errors);
+  ClusterOptions options;
+  options.network = ResolveNetwork(*merged, owner, errors);
+  options.all_pairs_routes = Declared<std::string>(p, "routes", errors) == "all_pairs";
+  options.memory_limit_bytes = Declared<double>(p, "memory_limit_gib", errors) * 1073741824.0;
   std::string name = Declared<std::string>(p, "name", errors);
   if (name.empty()) {
     const toml::node* pr = doc.Get(Child(section, "preset"));
@@ -295,9 +372,14 @@ std::shared_ptr<const Cluster> ResolveCluster(const ConfigDoc& doc, const KeyPat
     errors.Add(merged->Where({}), absl::StrCat(owner, ": give 'node' (a node type) or 'groups'"));
   }
   if (errors.size() != before) return nullptr;
-  auto cluster = Cluster::Build(name, std::move(groups));
+  auto cluster = Cluster::Build(name, std::move(groups), options);
   if (!cluster.ok()) {
-    errors.Add(merged->Where({}), std::string(cluster.status().message()));
+    // Too large: the node count the user gave is the thing to change.
+    const KeyPath nodes_key = Child(section, "nodes");
+    const SourceLoc where = absl::IsResourceExhausted(cluster.status())
+                                ? doc.Where(doc.Get(nodes_key) ? nodes_key : section)
+                                : merged->Where({});
+    errors.Add(where, std::string(cluster.status().message()));
     return nullptr;
   }
   return std::make_shared<const Cluster>(std::move(*cluster));

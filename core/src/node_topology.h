@@ -1,0 +1,60 @@
+// The inside of one node type: its endpoints (devices, hubs, NICs), directional links, and
+// the shortest routes between endpoints. Routes are found per source endpoint on first use
+// (one Dijkstra, kept as a tree of predecessors), so a node of thousands of devices behind one
+// switch costs only the sources actually used, not every pair; `all_pairs` computes and stores
+// every pair's route up front instead (the reference the lazy form is checked against).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "testbed/cluster.h"
+
+namespace testbed::internal {
+
+class NodeTopology {
+ public:
+  // Fails on an inconsistent description (unknown endpoint, no path between two devices, a
+  // host or NIC that is not declared).
+  [[nodiscard]] static absl::StatusOr<NodeTopology> Build(const NodeType& type, bool all_pairs);
+
+  [[nodiscard]] int num_local_links() const noexcept { return static_cast<int>(link_spec_.size()); }
+  [[nodiscard]] int num_nics() const noexcept { return num_nics_; }
+  [[nodiscard]] int first_nic_endpoint() const noexcept { return first_nic_; }
+  [[nodiscard]] const std::string& endpoint(int e) const { return endpoints_[static_cast<size_t>(e)]; }
+  [[nodiscard]] int link_from(int l) const { return link_from_[static_cast<size_t>(l)]; }
+  [[nodiscard]] int link_to(int l) const { return link_to_[static_cast<size_t>(l)]; }
+  [[nodiscard]] const LinkSpec& link_spec(int l) const { return link_spec_[static_cast<size_t>(l)]; }
+  // Endpoint index of device `d`'s NIC (-1 if none), and of each host (NodeType::hosts).
+  [[nodiscard]] int nic_of_device(int d) const { return nic_of_device_[static_cast<size_t>(d)]; }
+  [[nodiscard]] const std::vector<int>& host_endpoints() const noexcept { return host_endpoints_; }
+  [[nodiscard]] int nearest_host(int d) const { return nearest_host_[static_cast<size_t>(d)]; }
+
+  // The directional local links from endpoint `from` to `to`, in order (empty when equal).
+  [[nodiscard]] std::vector<int> Route(int from, int to) const;
+
+ private:
+  // Shortest-path tree from `src`: the link arriving at each endpoint (-1: src or unreachable).
+  [[nodiscard]] std::vector<int> Tree(int src, std::vector<double>* dist) const;
+  [[nodiscard]] std::shared_ptr<const std::vector<int>> CachedTree(int src) const;
+
+  std::vector<std::string> endpoints_;
+  std::vector<int> link_from_, link_to_;
+  std::vector<LinkSpec> link_spec_;
+  std::vector<std::vector<int>> out_links_;
+  std::vector<int> nic_of_device_, host_endpoints_, nearest_host_;
+  int num_nics_ = 0, first_nic_ = 0, devices_ = 0;
+  // Trees found so far, shared by copies of the cluster (the topology never changes).
+  struct Cache {
+    std::mutex mu;
+    std::vector<std::shared_ptr<const std::vector<int>>> trees;
+  };
+  std::shared_ptr<Cache> cache_;
+  // all_pairs: routes[from][to], precomputed.
+  std::shared_ptr<const std::vector<std::vector<std::vector<int>>>> all_;
+};
+
+}  // namespace testbed::internal
