@@ -55,6 +55,7 @@ int Run(Env& env, const RunArgs& args) {
   RunnerOptions opts;
   opts.jobs = args.jobs;
   opts.only_arms = args.only;
+  opts.only_points = args.points;
   opts.dry_run = args.dry_run;
   opts.fresh = args.fresh;
   opts.output = args.output;

@@ -27,6 +27,7 @@ struct RunArgs {
   std::string file;
   std::vector<std::string> sets;
   std::vector<std::string> only;
+  std::vector<std::string> points;
   bool dry_run = false;
   int jobs = 1;
   bool fresh = false;

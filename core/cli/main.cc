@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   run->add_option("experiment", run_args.file, "experiment TOML file")->required();
   run->add_option("--set", run_args.sets, "override a key: --set train.micro_batch=8 (repeatable)");
   run->add_option("--only", run_args.only, "run only this arm (repeatable)");
+  run->add_option("--point", run_args.points, "run only this point, as named in run ids (repeatable)");
   run->add_flag("--dry-run", run_args.dry_run, "list the runs without running them");
   run->add_option("-j,--jobs", run_args.jobs, "runs in parallel")->check(CLI::PositiveNumber);
   run->add_flag("--fresh", run_args.fresh, "start a new results file (the old one is kept as a backup)");

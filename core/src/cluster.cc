@@ -94,7 +94,8 @@ double Cluster::EstimateBytes(const std::vector<NodeGroup>& groups, const Cluste
     if (options.all_pairs_routes) {
       // A stored route per ordered pair of endpoints: a vector and a few link ids.
       const double endpoints = static_cast<double>(g.type.devices + g.type.hubs.size() + g.type.nics.size());
-      bytes += endpoints * endpoints * (sizeof(std::vector<int>) + 4 * sizeof(int));
+      // (a heap block of at least 32 bytes behind each: what malloc gives for a few ints).
+      bytes += endpoints * endpoints * (sizeof(std::vector<int>) + 32);
     }
   }
   // An up and a down link per switch of every tier but the top.
@@ -160,6 +161,19 @@ absl::StatusOr<Cluster> Cluster::Build(std::string name, std::vector<NodeGroup> 
     }
     im.topologies.push_back(std::move(*topo));
     im.specs.push_back(groups[gi].type.device);
+  }
+  {
+    size_t links = 0, devices = 0;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const NodeTopology& t = im.topologies[gi];
+      links += static_cast<size_t>(groups[gi].count) * static_cast<size_t>(t.num_local_links() + 2 * t.num_nics());
+      devices += static_cast<size_t>(groups[gi].count) * static_cast<size_t>(groups[gi].type.devices);
+    }
+    im.links.reserve(links);
+    im.devices.reserve(devices);
+    im.group_of_node.reserve(static_cast<size_t>(total_nodes));
+    im.first_link_of_node.reserve(static_cast<size_t>(total_nodes));
+    im.first_device_of_node.reserve(static_cast<size_t>(total_nodes));
   }
   int node = 0;
   for (size_t gi = 0; gi < groups.size(); ++gi) {

@@ -45,11 +45,18 @@ std::vector<int> NodeTopology::Tree(int src, std::vector<double>* dist) const {
   return via;
 }
 
-std::shared_ptr<const std::vector<int>> NodeTopology::CachedTree(int src) const {
+const std::vector<int>& NodeTopology::CachedTree(int src) const {
+  if (const std::vector<int>* tree = cache_->slots[static_cast<size_t>(src)].load(std::memory_order_acquire)) {
+    return *tree;
+  }
   std::lock_guard<std::mutex> lock(cache_->mu);
-  auto& slot = cache_->trees[static_cast<size_t>(src)];
-  if (slot == nullptr) slot = std::make_shared<const std::vector<int>>(Tree(src, nullptr));
-  return slot;
+  if (const std::vector<int>* tree = cache_->slots[static_cast<size_t>(src)].load(std::memory_order_relaxed)) {
+    return *tree;
+  }
+  auto tree = std::make_unique<const std::vector<int>>(Tree(src, nullptr));
+  const std::vector<int>& out = *tree;
+  cache_->Put(src, std::move(tree));
+  return out;
 }
 
 std::vector<int> NodeTopology::Route(int from, int to) const {
@@ -68,10 +75,10 @@ std::vector<int> NodeTopology::Route(int from, int to) const {
     if (out_links_[static_cast<size_t>(from)].size() == 1) return {};
   }
   const size_t head = path.size();
-  const std::shared_ptr<const std::vector<int>> via = CachedTree(from);
-  for (int v = to; v != from; v = link_from_[static_cast<size_t>((*via)[static_cast<size_t>(v)])]) {
-    if ((*via)[static_cast<size_t>(v)] < 0) return {};
-    path.push_back((*via)[static_cast<size_t>(v)]);
+  const std::vector<int>& via = CachedTree(from);
+  for (int v = to; v != from; v = link_from_[static_cast<size_t>(via[static_cast<size_t>(v)])]) {
+    if (via[static_cast<size_t>(v)] < 0) return {};
+    path.push_back(via[static_cast<size_t>(v)]);
   }
   std::reverse(path.begin() + static_cast<std::ptrdiff_t>(head), path.end());
   return path;
@@ -79,7 +86,7 @@ std::vector<int> NodeTopology::Route(int from, int to) const {
 
 absl::StatusOr<NodeTopology> NodeTopology::Build(const NodeType& type, bool all_pairs) {
   NodeTopology t;
-  t.cache_ = std::make_shared<Cache>();
+
   const std::string where = absl::StrCat("node type '", type.name, "'");
   if (type.devices < 1) return absl::InvalidArgumentError(absl::StrCat(where, ": devices must be >= 1"));
   t.devices_ = type.devices;
@@ -122,7 +129,7 @@ absl::StatusOr<NodeTopology> NodeTopology::Build(const NodeType& type, bool all_
   const size_t n = t.endpoints_.size();
   t.out_links_.assign(n, {});
   for (int l = 0; l < t.num_local_links(); ++l) t.out_links_[static_cast<size_t>(t.link_from_[static_cast<size_t>(l)])].push_back(l);
-  t.cache_->trees.assign(n, nullptr);
+  t.cache_ = std::make_shared<Cache>(n);
 
   // Every device reaches every other: links are full duplex, so one tree from gpu0 says it.
   const std::vector<int> from0 = t.Tree(0, nullptr);
@@ -153,7 +160,7 @@ absl::StatusOr<NodeTopology> NodeTopology::Build(const NodeType& type, bool all_
   if (choose_nic || choose_host) {
     dist.resize(static_cast<size_t>(type.devices));
     for (int i = 0; i < type.devices; ++i) {
-      t.cache_->trees[static_cast<size_t>(i)] = std::make_shared<const std::vector<int>>(t.Tree(i, &dist[static_cast<size_t>(i)]));
+      t.cache_->Put(i, std::make_unique<const std::vector<int>>(t.Tree(i, &dist[static_cast<size_t>(i)])));
     }
   }
   auto nearest = [&](int device, const std::vector<int>& targets) {
@@ -215,7 +222,6 @@ absl::StatusOr<NodeTopology> NodeTopology::Build(const NodeType& type, bool all_
       }
     }
     t.all_ = std::move(all);
-    t.cache_->trees.assign(n, nullptr);
   }
   return t;
 }

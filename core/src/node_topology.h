@@ -5,6 +5,7 @@
 // every pair's route up front instead (the reference the lazy form is checked against).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,7 +40,7 @@ class NodeTopology {
  private:
   // Shortest-path tree from `src`: the link arriving at each endpoint (-1: src or unreachable).
   [[nodiscard]] std::vector<int> Tree(int src, std::vector<double>* dist) const;
-  [[nodiscard]] std::shared_ptr<const std::vector<int>> CachedTree(int src) const;
+  [[nodiscard]] const std::vector<int>& CachedTree(int src) const;
 
   std::vector<std::string> endpoints_;
   std::vector<int> link_from_, link_to_;
@@ -47,10 +48,18 @@ class NodeTopology {
   std::vector<std::vector<int>> out_links_;
   std::vector<int> nic_of_device_, host_endpoints_, nearest_host_;
   int num_nics_ = 0, first_nic_ = 0, devices_ = 0;
-  // Trees found so far, shared by copies of the cluster (the topology never changes).
+  // Trees found so far, shared by copies of the cluster (the topology never changes). A slot
+  // is read without the lock once set; setting it takes the lock, and a tree is never freed
+  // before the cache.
   struct Cache {
+    explicit Cache(size_t n) : slots(n), owned(n) {}
     std::mutex mu;
-    std::vector<std::shared_ptr<const std::vector<int>>> trees;
+    std::vector<std::atomic<const std::vector<int>*>> slots;
+    std::vector<std::unique_ptr<const std::vector<int>>> owned;
+    void Put(int src, std::unique_ptr<const std::vector<int>> tree) {
+      slots[static_cast<size_t>(src)].store(tree.get(), std::memory_order_release);
+      owned[static_cast<size_t>(src)] = std::move(tree);
+    }
   };
   std::shared_ptr<Cache> cache_;
   // all_pairs: routes[from][to], precomputed.

@@ -321,6 +321,18 @@ TEST_F(CliTest, SetOnlyAndDryRun) {
   CliResult bad_only = Cli({"run", file, "--only", "nosuch"});
   EXPECT_NE(bad_only.code, 0);
   EXPECT_THAT(bad_only.err, HasSubstr("--only nosuch: no such arm; arms are uniform, recompute"));
+  // --point one point (both arms).
+  const std::string one_point = (dir_ / "one_point.h5").string();
+  CliResult point = Cli({"run", file, "-o", one_point, "--point", "4"});
+  ASSERT_EQ(point.code, 0) << point.err;
+  EXPECT_THAT(point.out, HasSubstr("2 runs: 2 ran"));
+  auto p4 = ResultsFile::Read(one_point, false);
+  ASSERT_TRUE(p4.ok());
+  ASSERT_EQ(p4->runs.size(), 2u);
+  for (const StoredRun& run : p4->runs) EXPECT_EQ(run.point, "4");
+  CliResult bad_point = Cli({"run", file, "--point", "5"});
+  EXPECT_NE(bad_point.code, 0);
+  EXPECT_THAT(bad_point.err, HasSubstr("--point 5: no such point; points are "));
 
   // --set pins the swept key (one point) and overrides another.
   const std::string pinned = (dir_ / "pinned.h5").string();

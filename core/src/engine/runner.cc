@@ -92,7 +92,20 @@ bool Selected(const std::vector<std::string>& only, const std::string& arm) {
 
 absl::StatusOr<std::vector<ResolvedRun>> ResolveAll(const Experiment& experiment, const Registry& registry,
                                                     const PresetLibrary& presets,
-                                                    const std::vector<std::string>& only_arms) {
+                                                    const std::vector<std::string>& only_arms,
+                                                    const std::vector<std::string>& only_points) {
+  for (const std::string& pt : only_points) {
+    const auto& all = experiment.runs();
+    if (std::none_of(all.begin(), all.end(), [&](const RunSpec& s) { return s.point == pt; })) {
+      std::vector<std::string> names;
+      for (const RunSpec& s : all) {
+        if (std::find(names.begin(), names.end(), s.point) == names.end()) names.push_back(s.point);
+      }
+      return absl::InvalidArgumentError(absl::StrCat("--point ", pt, ": no such point; points are ",
+                                                     names.size() == 1 && names[0].empty() ? "(none: nothing is swept)"
+                                                                                           : absl::StrJoin(names, ", ")));
+    }
+  }
   for (const std::string& a : only_arms) {
     if (std::none_of(experiment.arms().begin(), experiment.arms().end(), [&](const ArmSpec& s) { return s.name == a; })) {
       std::vector<std::string> names;
@@ -104,7 +117,7 @@ absl::StatusOr<std::vector<ResolvedRun>> ResolveAll(const Experiment& experiment
   std::vector<std::string> errors;
   std::set<std::string> seen;
   for (const RunSpec& spec : experiment.runs()) {
-    if (!Selected(only_arms, spec.arm)) continue;
+    if (!Selected(only_arms, spec.arm) || !Selected(only_points, spec.point)) continue;
     auto r = ResolveRun(spec, registry, presets);
     if (!r.ok()) {
       // Identical errors (the same bad key seen by every run) are reported once, under the
@@ -128,7 +141,7 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
                                             const PresetLibrary& presets, const RunnerOptions& options) {
   auto meta = ResolveMeta(experiment.doc());
   if (!meta.ok()) return meta.status();
-  auto resolved = ResolveAll(experiment, registry, presets, options.only_arms);
+  auto resolved = ResolveAll(experiment, registry, presets, options.only_arms, options.only_points);
   if (!resolved.ok()) return resolved.status();
   std::vector<ResolvedRun>& runs = *resolved;
 

@@ -20,7 +20,8 @@ namespace testbed {
 
 struct RunnerOptions {
   int jobs = 1;
-  std::vector<std::string> only_arms;  // empty: all arms
+  std::vector<std::string> only_arms;    // empty: all arms
+  std::vector<std::string> only_points;  // empty: all points (names as in run ids: "<arm>@<point>")
   bool dry_run = false;
   bool fresh = false;    // start a new results file (the old one is kept as a backup)
   std::string output;    // overrides [experiment] output
@@ -46,7 +47,8 @@ struct RunnerSummary {
 [[nodiscard]] absl::StatusOr<std::vector<ResolvedRun>> ResolveAll(const Experiment& experiment,
                                                                   const Registry& registry,
                                                                   const PresetLibrary& presets,
-                                                                  const std::vector<std::string>& only_arms);
+                                                                  const std::vector<std::string>& only_arms,
+                                                                  const std::vector<std::string>& only_points = {});
 
 // The revision of the source tree the binary was built from ("<sha>[-dirty]" or "unknown").
 [[nodiscard]] const char* GitRevision() noexcept;

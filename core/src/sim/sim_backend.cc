@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <cstdio>
 #include <numeric>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,12 +21,28 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
+// Resident memory of this process now, and its peak so far, in MiB (0 where unknown).
+double ResidentMiB() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0 : 0;
+}
+double PeakResidentMiB() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // kilobytes on Linux
+}
+
 }  // namespace
 
 absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model, const Cluster& cluster,
                                        const TrainSettings& train, DeviceModel& device_model, Collective& collective,
                                        Scheduler& scheduler, const SimSettings& settings, bool with_tables) {
   TESTBED_RETURN_IF_ERROR(plan.Validate(static_cast<int>(model.layers.size()), cluster));
+  const double resident_before = ResidentMiB();
   const auto t0 = std::chrono::steady_clock::now();
   SchedulingContext sctx{model, cluster, plan, train, device_model, settings.compression, settings.inputs,
                          static_cast<int>(std::max<std::int64_t>(1, train.steps))};
@@ -39,6 +59,9 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
   SimInputs in{model, cluster, device_model, collective};
   TESTBED_ASSIGN_OR_RETURN(SimResult r, Simulate(*schedule, in, opt));
   const auto t2 = std::chrono::steady_clock::now();
+  // The simulator's own memory: what the schedule and the simulation's state added (measured
+  // while both are still held), and the process's peak so far.
+  const double resident_growth = std::max(0.0, ResidentMiB() - resident_before);
 
   if (settings.enforce_memory) TESTBED_RETURN_IF_ERROR(CheckMemory(plan, cluster, r, settings.memory_reserve_bytes));
   const ReportInputs report{plan, model, cluster, train, *schedule, r, settings.memory_reserve_bytes};
@@ -46,6 +69,8 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
   out.metrics = SimMetrics(report);
   out.metrics.Add("schedule_build_s", std::chrono::duration<double>(t1 - t0).count(), "s");
   out.metrics.Add("simulation_wall_s", std::chrono::duration<double>(t2 - t1).count(), "s");
+  out.metrics.Add("simulator_memory_mib", resident_growth, "MiB");
+  out.metrics.Add("process_peak_memory_mib", PeakResidentMiB(), "MiB");
   if (with_tables) SimTables(report, opt.record_timeline, out);
   return out;
 }
