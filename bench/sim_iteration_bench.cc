@@ -36,7 +36,7 @@ World& TheWorld() {
   return w;
 }
 
-void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, int micro_batches) {
+void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, int micro_batches, RateUpdates rates) {
   World& w = TheWorld();
   ErrorList errors;
   auto cdoc = ConfigDoc::ParseString(absl::StrCat("[cluster]\npreset = \"dgx-a100\"\nnodes = ", nodes, "\n"), "bench");
@@ -75,7 +75,9 @@ void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, in
     auto schedule = ExpandPipeline(ctx, OneFOneBProgram(pp, micro_batches), ExpandOptions{});
     const auto t1 = std::chrono::steady_clock::now();
     SimInputs in{*model, *cluster, *dm, *coll};
-    auto r = Simulate(*schedule, in, SimOptions{});
+    SimOptions opt;
+    opt.rate_updates = rates;
+    auto r = Simulate(*schedule, in, opt);
     const auto t2 = std::chrono::steady_clock::now();
     if (!schedule.ok() || !r.ok()) {
       state.SkipWithError("simulation failed");
@@ -94,11 +96,17 @@ void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, in
   state.counters["simulated_iteration_s"] = iteration;
 }
 
-// 1,024 GPUs: TP 8 x PP 16 x DP 8, 64 micro-batches per replica.
-BENCHMARK_CAPTURE(SimulateGpt3, gpus_1024, 128, 8, 16, 8, 64)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+// 1,024 GPUs: TP 8 x PP 16 x DP 8, 64 micro-batches per replica. Each case twice: transfer
+// rates updated over the changed links only (the engine) and over every link of every
+// affected transfer (RateUpdates::kFull, the former engine), same results.
+constexpr RateUpdates kInc = RateUpdates::kIncremental, kFull = RateUpdates::kFull;
+BENCHMARK_CAPTURE(SimulateGpt3, gpus_1024, 128, 8, 16, 8, 64, kInc)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(SimulateGpt3, gpus_1024_full_rates, 128, 8, 16, 8, 64, kFull)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 // Scaling at the same per-replica work: 64 GPUs (DP 1 with PP 8), 8,192 GPUs (DP 64).
-BENCHMARK_CAPTURE(SimulateGpt3, gpus_64, 8, 8, 8, 1, 64)->Unit(benchmark::kMillisecond)->MinTime(1.0);
-BENCHMARK_CAPTURE(SimulateGpt3, gpus_8192, 1024, 8, 16, 64, 64)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(SimulateGpt3, gpus_64, 8, 8, 8, 1, 64, kInc)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK_CAPTURE(SimulateGpt3, gpus_64_full_rates, 8, 8, 8, 1, 64, kFull)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK_CAPTURE(SimulateGpt3, gpus_8192, 1024, 8, 16, 64, 64, kInc)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(SimulateGpt3, gpus_8192_full_rates, 1024, 8, 16, 64, 64, kFull)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 }  // namespace testbed

@@ -135,7 +135,7 @@ int Show(const ShowArgs& args) {
                   static_cast<unsigned long long>(r.seed), r.backend.c_str(), r.git_revision.c_str(),
                   r.start_time.c_str(), r.wall_time_s);
       for (const Metric& m : r.output.metrics.all()) {
-        std::printf("  %-32s %16.6g  %s\n", m.name.c_str(), m.value, m.unit.c_str());
+        std::printf(args.exact ? "  %-32s %24.17g  %s\n" : "  %-32s %16.6g  %s\n", m.name.c_str(), m.value, m.unit.c_str());
       }
       for (const std::string& n : r.output.notes) std::printf("note: %s\n", n.c_str());
       return 0;

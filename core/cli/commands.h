@@ -45,6 +45,7 @@ struct ShowArgs {
   std::string file;
   bool csv = false;
   std::string run;
+  bool exact = false;  // with --run: every value with 17 significant digits (round-trips exactly)
 };
 
 // Prints "error: <message>" and returns the failing exit status.

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   show->add_option("results", show_args.file, "results HDF5 file")->required();
   show->add_flag("--csv", show_args.csv, "print CSV: run,arm,point,metric,value,unit,speedup,reference,ratio");
   show->add_option("--run", show_args.run, "print every metric of one run (id or index)");
+  show->add_flag("--exact", show_args.exact, "with --run: values with 17 significant digits, to compare runs bit for bit");
 
   testbed::cli::TraceArgs trace_args;
   auto* trace = app.add_subcommand("trace", "write a run's timeline as Chrome-trace JSON (open it in Perfetto)");

@@ -53,6 +53,7 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
 
   SimOptions opt;
   opt.free_communication = settings.free_communication;
+  opt.rate_updates = settings.rate_updates;
   opt.record_timeline = with_tables && (settings.timeline == "on" ||
                                         (settings.timeline == "auto" &&
                                          static_cast<std::int64_t>(schedule->size()) <= settings.timeline_max_tasks));
@@ -92,6 +93,8 @@ const BackendInfo& SimBackend::Info() {
         ParamSpec::Double("memory_reserve_gib", 0.0).Min(0).Unit("GiB").Doc("memory per device not available to training (runtime, fragmentation)"),
         ParamSpec::Bool("check_schedule", true).Doc("check the schedule for deadlock before simulating"),
         ParamSpec::Bool("free_communication", false).Doc("communication takes no time (for closed-form checks)"),
+        ParamSpec::Choice("rate_updates", "incremental", {"incremental", "full"})
+            .Doc("how transfer rates follow a start or stop: only the changed links (incremental) or every link of every affected transfer (full, the former engine); identical results"),
         ParamSpec::Int("timeline_max_tasks", 200000).Min(0).Unit("tasks").Doc("largest schedule whose timeline is kept when timeline = auto"),
         ParamSpec::Choice("compress", "all", {"all", "embedding"})
             .Doc("with a compressor: compress every gradient, or the embedding's (sparse) only"),
@@ -118,6 +121,8 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
   settings.memory_reserve_bytes = read_sim.Get<double>("memory_reserve_gib") * kGiB;
   settings.check_schedule = read_sim.Get<bool>("check_schedule");
   settings.free_communication = read_sim.Get<bool>("free_communication");
+  settings.rate_updates =
+      read_sim.Get<std::string>("rate_updates") == "full" ? RateUpdates::kFull : RateUpdates::kIncremental;
   settings.timeline_max_tasks = read_sim.Get<std::int64_t>("timeline_max_tasks");
   settings.timeline = run.meta.timeline;
   const std::string compress = read_sim.Get<std::string>("compress");

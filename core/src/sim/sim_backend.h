@@ -18,6 +18,7 @@ struct SimSettings {
   double memory_reserve_bytes = 0;
   bool check_schedule = true;
   bool free_communication = false;
+  RateUpdates rate_updates = RateUpdates::kIncremental;
   std::int64_t timeline_max_tasks = 200000;
   std::string timeline = "auto";  // from [experiment] timeline
   const GradientCompression* compression = nullptr;  // the run's compressor, if any

@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/device_ledger.h"
+#include "sim/link_sharing.h"
 #include "sim/task_costs.h"
 #include "testbed/status_macros.h"
 
@@ -32,25 +34,10 @@ struct Later {
   }
 };
 
-// A communication in flight: a collective, or a send together with its receive.
-// A phase holds its links from its start; its bytes start flowing after the phase's latency
-// (so the latency costs no extra event).
-struct Activity {
-  TaskId task = -1;
-  TaskId partner = -1;
-  const CommPlan* plan = nullptr;
-  size_t phase = 0;
-  bool transferring = false;
-  double remaining = 1.0;  // fraction of the current phase's bytes still to move
-  double rate = 0.0;       // fraction per second
-  double updated = 0.0;    // time `remaining` was last brought up to date
-  double flows_from = 0.0; // end of the phase's latency
-  std::uint32_t version = 0;
-};
-
 class Engine {
  public:
-  Engine(const Schedule& s, const SimInputs& in, const SimOptions& opt) : s_(s), in_(in), opt_(opt) {}
+  Engine(const Schedule& s, const SimInputs& in, const SimOptions& opt)
+      : s_(s), in_(in), opt_(opt), flows_(in.cluster, opt.rate_updates), ledger_(s) {}
 
   absl::StatusOr<SimResult> Run() {
     TESTBED_RETURN_IF_ERROR(Prepare());
@@ -146,33 +133,6 @@ class Engine {
       work_left_.assign(n, 0.0);
       share_version_.assign(n, 0);
     }
-    computing_.assign(static_cast<size_t>(devices), 0);
-    communicating_.assign(static_cast<size_t>(devices), 0);
-    last_change_.assign(static_cast<size_t>(devices), 0.0);
-    stats_.assign(static_cast<size_t>(devices), SimDeviceStats{});
-    mem_now_.assign(static_cast<size_t>(devices), 0.0);
-    const auto& links = in_.cluster.links();
-    link_active_.assign(links.size(), 0);
-    link_users_.assign(links.size(), {});
-    link_since_.assign(links.size(), 0.0);
-    link_stats_.assign(links.size(), SimLinkStats{});
-    mark_.assign(0, 0);
-    // Static memory of each device, and the key space of micro-batches held.
-    int max_mb = 0, max_chunk = 0;
-    for (const Task& task : s_.tasks()) {
-      max_mb = std::max(max_mb, task.micro_batch + 1);
-      max_chunk = std::max(max_chunk, task.chunk + 1);
-    }
-    held_key_stride_ = max_mb;
-    held_chunks_ = max_chunk;
-    held_.assign(static_cast<size_t>(devices), {});
-    held_now_.assign(static_cast<size_t>(devices), 0);
-    for (DeviceId d = 0; d < devices; ++d) {
-      const double b = s_.static_bytes(d);
-      stats_[static_cast<size_t>(d)].static_bytes = b;
-      mem_now_[static_cast<size_t>(d)] = b;
-      stats_[static_cast<size_t>(d)].memory_peak_bytes = b;
-    }
     return absl::OkStatus();
   }
 
@@ -209,15 +169,7 @@ class Engine {
     }
     // Compute or kernel, on one device or a tensor-parallel gang.
     const size_t i = static_cast<size_t>(t);
-    const bool holds = task.kind == TaskKind::kCompute && task.phase == Phase::kForward;
-    for (DeviceId dev : s_.DevicesOf(t)) {
-      const size_t d = static_cast<size_t>(dev);
-      Account(dev);
-      ++computing_[d];
-      mem_now_[d] += mem_start_[i];
-      stats_[d].memory_peak_bytes = std::max(stats_[d].memory_peak_bytes, mem_now_[d]);
-      if (holds) Hold(task, dev, +1);
-    }
+    for (DeviceId dev : s_.DevicesOf(t)) ledger_.StartCompute(task, dev, mem_start_[i], now_);
     if (opt_.shared_cores > 0) {
       CatchUpSharing();
       sharing_.push_back(t);
@@ -230,7 +182,7 @@ class Engine {
   }
 
   [[nodiscard]] bool Superseded(const Event& e) const {
-    if (e.kind == EventKind::kPhaseDone) return acts_[static_cast<size_t>(e.id)].version != e.version;
+    if (e.kind == EventKind::kPhaseDone) return flows_.act(e.id).version != e.version;
     return opt_.shared_cores > 0 && IsCompute(e.id) && e.version != share_version_[static_cast<size_t>(e.id)];
   }
 
@@ -264,49 +216,15 @@ class Engine {
     start_[static_cast<size_t>(t)] = now_;
   }
 
-  // Micro-batches with activations alive on a device: a (chunk, micro-batch) counts from
-  // its first forward task until its last backward task ends.
-  void Hold(const Task& task, DeviceId dev, int delta) {
-    const size_t d = static_cast<size_t>(dev);
-    auto& live = held_[d];
-    const size_t key = (static_cast<size_t>(task.iteration) * static_cast<size_t>(held_chunks_) +
-                        static_cast<size_t>(task.chunk)) * static_cast<size_t>(held_key_stride_) +
-                       static_cast<size_t>(task.micro_batch);
-    if (live.size() <= key) live.resize(key + 1, 0);
-    int& count = live[key];
-    const int layers = task.end_layer - task.first_layer;
-    if (delta > 0) {
-      if (count == 0) {
-        ++held_now_[d];
-        stats_[d].max_micro_batches_held = std::max(stats_[d].max_micro_batches_held, held_now_[d]);
-      }
-      count += layers;
-    } else {
-      count -= layers;
-      if (count <= 0) {
-        count = 0;
-        --held_now_[d];
-      }
-    }
-  }
-
   void StartComm(TaskId task, TaskId partner) {
-    ForDevices(task, partner, [&](DeviceId d) {
-      Account(d);
-      ++communicating_[static_cast<size_t>(d)];
-    });
+    ForDevices(task, partner, [&](DeviceId d) { ledger_.StartComm(d, now_); });
     const CommPlan* plan = comm_[static_cast<size_t>(task)];
     if (plan == nullptr || plan->phases.empty()) {
       Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
       if (partner >= 0) pair_of_[static_cast<size_t>(task)] = partner;
       return;
     }
-    Activity a;
-    a.task = task;
-    a.partner = partner;
-    a.plan = plan;
-    acts_.push_back(a);
-    StartPhase(static_cast<std::int32_t>(acts_.size() - 1));
+    StartPhase(flows_.Add(task, partner, plan));
   }
 
   template <typename F>
@@ -315,73 +233,24 @@ class Engine {
     if (partner >= 0) f(s_.task(partner).device);
   }
 
+  // What the link model calls when a transfer's finish moves.
+  [[nodiscard]] auto Reschedule() {
+    return [this](double t, std::int32_t a, std::uint32_t version) { Push(t, EventKind::kPhaseDone, a, version); };
+  }
+
   void StartPhase(std::int32_t a) {
-    Activity& act = acts_[static_cast<size_t>(a)];
+    sim::Activity& act = flows_.act(a);
     const CommPhase& ph = act.plan->phases[act.phase];
-    for (const auto& [link, bytes] : ph.link_bytes) link_stats_[static_cast<size_t>(link)].bytes += bytes;
     if (ph.link_bytes.empty()) {
       Push(now_ + ph.latency_s, EventKind::kPhaseDone, a, ++act.version);
       return;
     }
-    act.transferring = true;
-    act.remaining = 1.0;
-    act.rate = 0.0;
-    act.updated = now_;
-    act.flows_from = now_ + ph.latency_s;
-    for (const auto& [link, bytes] : ph.link_bytes) {
-      const size_t l = static_cast<size_t>(link);
-      if (link_active_[l]++ == 0) link_since_[l] = now_;
-      link_users_[l].push_back(a);
-    }
-    Rerate(ph, a);
-  }
-
-  // Re-rates every transfer sharing a link with `ph`: each link's bandwidth is split evenly
-  // among its users; a transfer moves at the pace of its most constrained link.
-  void Rerate(const CommPhase& ph, std::int32_t self) {
-    ++epoch_;
-    if (mark_.size() < acts_.size()) mark_.resize(acts_.size(), 0);
-    const auto& links = in_.cluster.links();
-    for (const auto& [link, bytes] : ph.link_bytes) {
-      for (std::int32_t b : link_users_[static_cast<size_t>(link)]) {
-        if (mark_[static_cast<size_t>(b)] == epoch_) continue;
-        mark_[static_cast<size_t>(b)] = epoch_;
-        Activity& act = acts_[static_cast<size_t>(b)];
-        if (!act.transferring) continue;
-        const double flowing = std::max(0.0, now_ - std::max(act.updated, act.flows_from));
-        act.remaining = std::max(0.0, act.remaining - flowing * act.rate);
-        act.updated = now_;
-        double rate = std::numeric_limits<double>::infinity();
-        for (const auto& [l2, b2] : act.plan->phases[act.phase].link_bytes) {
-          if (b2 <= 0) continue;
-          const double share = links[static_cast<size_t>(l2)].spec.bandwidth_bytes_per_s /
-                               std::max(1, link_active_[static_cast<size_t>(l2)]);
-          rate = std::min(rate, share / b2);
-        }
-        if (rate == act.rate && b != self) continue;  // its pending finish event still holds
-        act.rate = rate;
-        ++act.version;
-        const double start = std::max(now_, act.flows_from);
-        const double t = std::isinf(rate) ? start : start + act.remaining / rate;
-        Push(t, EventKind::kPhaseDone, b, act.version);
-      }
-    }
+    flows_.StartTransfer(a, now_, Reschedule());
   }
 
   void EndPhase(std::int32_t a) {
-    Activity& act = acts_[static_cast<size_t>(a)];
-    const CommPhase& ph = act.plan->phases[act.phase];
-    if (act.transferring) {
-      act.transferring = false;
-      for (const auto& [link, bytes] : ph.link_bytes) {
-        const size_t l = static_cast<size_t>(link);
-        auto& users = link_users_[l];
-        users.erase(std::find(users.begin(), users.end(), a));
-        if (--link_active_[l] == 0) link_stats_[l].busy_s += now_ - link_since_[l];
-      }
-      ++act.version;
-      Rerate(ph, -1);
-    }
+    if (flows_.act(a).transferring) flows_.StopTransfer(a, now_, Reschedule());
+    sim::Activity& act = flows_.act(a);
     ++act.phase;
     if (act.phase < act.plan->phases.size()) {
       StartPhase(a);
@@ -395,23 +264,6 @@ class Engine {
     events_.push(Event{time, seq_++, id, version, kind});
   }
 
-  // Splits the time since the device's last change into compute / exposed comm / idle.
-  void Account(DeviceId d) {
-    const size_t i = static_cast<size_t>(d);
-    const double dt = now_ - last_change_[i];
-    if (dt > 0) {
-      if (computing_[i] > 0) {
-        stats_[i].compute_s += dt;
-      } else if (communicating_[i] > 0) {
-        stats_[i].exposed_comm_s += dt;
-      } else {
-        stats_[i].idle_s += dt;
-      }
-      if (communicating_[i] > 0) stats_[i].comm_s += dt;
-    }
-    last_change_[i] = now_;
-  }
-
   void Complete(TaskId t) {
     const TaskId partner = pair_of_[static_cast<size_t>(t)];
     const Task& task = s_.task(t);
@@ -422,19 +274,9 @@ class Engine {
         threads_busy_ -= static_cast<int>(s_.DevicesOf(t).size());
         RescheduleSharing();
       }
-      const bool releases = task.kind == TaskKind::kCompute && task.phase == Phase::kBackward;
-      for (DeviceId dev : s_.DevicesOf(t)) {
-        const size_t d = static_cast<size_t>(dev);
-        Account(dev);
-        --computing_[d];
-        mem_now_[d] += mem_end_[static_cast<size_t>(t)];
-        if (releases) Hold(task, dev, -1);
-      }
+      for (DeviceId dev : s_.DevicesOf(t)) ledger_.EndCompute(task, dev, mem_end_[static_cast<size_t>(t)], now_);
     } else {
-      ForDevices(t, partner, [&](DeviceId d) {
-        Account(d);
-        --communicating_[static_cast<size_t>(d)];
-      });
+      ForDevices(t, partner, [&](DeviceId d) { ledger_.EndComm(d, now_); });
     }
     Finished(t);
     if (partner >= 0) Finished(partner);
@@ -476,9 +318,8 @@ class Engine {
   absl::StatusOr<SimResult> Finish() {
     SimResult r;
     r.iteration_time_s = now_;
-    for (DeviceId d = 0; d < s_.num_devices(); ++d) Account(d);
-    r.devices = std::move(stats_);
-    r.links = std::move(link_stats_);
+    r.devices = ledger_.Finish(now_);
+    r.links = flows_.TakeLinkStats();
     r.timeline = std::move(timeline_);
     r.iteration_end_s.assign(static_cast<size_t>(s_.iterations()), 0.0);
     for (TaskId t = 0; t < n_; ++t) {
@@ -507,16 +348,7 @@ class Engine {
   std::vector<TaskId> recv_of_send_;
   std::vector<std::int32_t> dep_begin_, dependents_, succ_begin_, successors_;
   std::vector<TaskId> pair_of_;  // send -> its receive while the pair is in flight
-  std::vector<Activity> acts_;
-  std::vector<std::uint32_t> mark_;
-  std::uint32_t epoch_ = 0;
-  std::vector<int> computing_, communicating_;
-  std::vector<double> last_change_, mem_now_;
-  std::vector<SimDeviceStats> stats_;
-  std::vector<int> link_active_;
-  std::vector<std::vector<std::int32_t>> link_users_;
-  std::vector<double> link_since_;
-  std::vector<SimLinkStats> link_stats_;
+  sim::LinkSharing flows_;
   std::vector<TimelineEvent> timeline_;
   // Processor sharing: running compute tasks, their remaining full-speed seconds, the
   // current rate and since when, and each task's latest finish event.
@@ -525,10 +357,7 @@ class Engine {
   std::vector<std::uint32_t> share_version_;
   int threads_busy_ = 0;
   double share_rate_ = 1.0, share_since_ = 0.0;
-  std::vector<std::vector<int>> held_;
-  std::vector<int> held_now_;
-  std::int64_t held_key_stride_ = 1;
-  std::int64_t held_chunks_ = 1;
+  sim::DeviceLedger ledger_;
   sim::TaskCosts costs_;
 };
 

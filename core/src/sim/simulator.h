@@ -27,6 +27,10 @@ struct SimInputs {
   const Collective& collective;
 };
 
+// How transfer rates are brought up to date when a transfer starts or stops (link_sharing.h):
+// both give bit-identical results; kFull is the former engine, kept as the reference.
+enum class RateUpdates : std::uint8_t { kIncremental, kFull };
+
 struct SimOptions {
   bool record_timeline = false;
   // Free communication: every transfer and collective takes no time (closed-form checks).
@@ -36,6 +40,7 @@ struct SimOptions {
   // member), each progresses at min(1, cores / n) of its full speed (processor sharing).
   // 0: every device computes on its own.
   int shared_cores = 0;
+  RateUpdates rate_updates = RateUpdates::kIncremental;
 };
 
 struct SimDeviceStats {

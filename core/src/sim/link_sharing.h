@@ -1,0 +1,103 @@
+// Communication in flight and the links it shares (the simulator's flow model, DESIGN.md §4).
+// A transfer holds every link of its phase from the phase's start; each link's bandwidth is
+// split evenly among its holders, and a transfer moves at the pace of its most constrained
+// link. Whenever a transfer starts or stops, every transfer sharing one of its links is
+// brought up to date and, if its rate changed, given a new finish time.
+//
+// Two ways to find the new rates, with identical results (tests/sim/link_sharing_test.cc):
+//   kFull         recomputes the rate of every affected transfer over all of its links;
+//   kIncremental  looks only at the links that changed: a rate can fall only through them,
+//                 and it is recomputed in full only when a link that held it down got faster
+//                 (a phase of many links keeps a min-tree over them instead).
+// A ring all-reduce over n devices holds O(n) links, so kFull costs O(n) for each of the
+// thousands of point-to-point transfers that share one of them; kIncremental costs O(1).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "sim/simulator.h"
+#include "testbed/cluster.h"
+#include "testbed/collective.h"
+
+namespace testbed::sim {
+
+// A communication in flight: a collective, or a send together with its receive. A phase's
+// bytes start flowing after its latency (so the latency costs no extra event).
+struct Activity {
+  TaskId task = -1;
+  TaskId partner = -1;
+  const CommPlan* plan = nullptr;
+  size_t phase = 0;
+  bool transferring = false;
+  double remaining = 1.0;   // fraction of the current phase's bytes still to move
+  double rate = 0.0;        // fraction per second
+  double updated = 0.0;     // time `remaining` was last brought up to date
+  double flows_from = 0.0;  // end of the phase's latency
+  std::uint32_t version = 0;
+  std::int32_t tree = -1;   // its min-tree in LinkSharing while a phase of many links moves
+};
+
+class LinkSharing {
+ public:
+  // Called for every transfer whose finish moved: (finish time, activity, its new version).
+  using Reschedule = absl::FunctionRef<void(double, std::int32_t, std::uint32_t)>;
+
+  LinkSharing(const Cluster& cluster, RateUpdates mode);
+
+  // A new activity; its index. Nothing is held until StartTransfer.
+  std::int32_t Add(TaskId task, TaskId partner, const CommPlan* plan);
+  [[nodiscard]] Activity& act(std::int32_t a) noexcept { return acts_[static_cast<size_t>(a)]; }
+  [[nodiscard]] const Activity& act(std::int32_t a) const noexcept { return acts_[static_cast<size_t>(a)]; }
+
+  // The activity's current phase (which has link bytes) starts moving at `now`.
+  void StartTransfer(std::int32_t a, double now, Reschedule reschedule);
+  // The activity's current phase has moved its bytes at `now`: its links are released.
+  void StopTransfer(std::int32_t a, double now, Reschedule reschedule);
+
+  [[nodiscard]] std::vector<SimLinkStats> TakeLinkStats() { return std::move(stats_); }
+
+ private:
+  struct User {
+    std::int32_t act;
+    std::int32_t pos;  // the link's index in the activity's phase
+    double bytes;      // what it moves over this link in its phase
+  };
+  // A phase of at least this many links keeps its per-link rates in a min-tree, so that a
+  // link getting faster costs O(log links) instead of a full recompute.
+  static constexpr size_t kTreeLinks = 64;
+  void BuildTree(std::int32_t a);
+  void UpdateTree(const Activity& act, std::int32_t pos, double value) noexcept;
+  // Snapshots the shares of `ph`'s links, adds (+1) or removes (-1) `a` as a holder of
+  // each, and refreshes their shares.
+  void Change(const CommPhase& ph, std::int32_t a, int delta, double now);
+  void Rerate(const CommPhase& ph, std::int32_t self, double now, Reschedule reschedule);
+  void RerateFull(const CommPhase& ph, std::int32_t self, double now, Reschedule reschedule);
+  [[nodiscard]] double FullRate(const Activity& act) const;
+  // Brings `remaining` up to `now` and sets the new rate; reschedules if it changed.
+  void Apply(std::int32_t b, double rate, bool force, double now, Reschedule reschedule);
+  void Mark(std::int32_t b);
+
+  RateUpdates mode_;
+  std::vector<double> bandwidth_;             // by LinkId
+  std::vector<int> holders_;                  // transfers holding each link
+  std::vector<double> share_, prev_share_;    // bandwidth / max(1, holders): now, before Change
+  std::vector<std::vector<User>> users_;
+  std::vector<double> since_;                 // when the link last became busy
+  std::vector<SimLinkStats> stats_;
+  std::vector<Activity> acts_;
+  // Min-trees (leaves: each link's share / bytes, +inf for no bytes; node 1: the minimum)
+  // and the free ones for reuse.
+  std::vector<std::vector<double>> trees_;
+  std::vector<std::int32_t> free_trees_;
+  // Per activity, scratch of one re-rating: visited in which pass, candidate rate, whether
+  // a link that held it down got faster; and the order of first visits.
+  std::vector<std::uint32_t> mark_;
+  std::vector<double> candidate_;
+  std::vector<char> recompute_;
+  std::vector<std::int32_t> visited_;
+  std::uint32_t epoch_ = 0;
+};
+
+}  // namespace testbed::sim
