@@ -28,47 +28,8 @@ DeviceLedger::DeviceLedger(const Schedule& s) {
   }
 }
 
-void DeviceLedger::Account(size_t i, double now) noexcept {
-  const double dt = now - last_change_[i];
-  if (dt > 0) {
-    if (computing_[i] > 0) {
-      stats_[i].compute_s += dt;
-    } else if (communicating_[i] > 0) {
-      stats_[i].exposed_comm_s += dt;
-    } else {
-      stats_[i].idle_s += dt;
-    }
-    if (communicating_[i] > 0) stats_[i].comm_s += dt;
-  }
-  last_change_[i] = now;
-}
 
-void DeviceLedger::StartCompute(const Task& task, DeviceId dev, double bytes, double now) {
-  const size_t d = static_cast<size_t>(dev);
-  Account(d, now);
-  ++computing_[d];
-  mem_now_[d] += bytes;
-  stats_[d].memory_peak_bytes = std::max(stats_[d].memory_peak_bytes, mem_now_[d]);
-  if (task.kind == TaskKind::kCompute && task.phase == Phase::kForward) Hold(task, d, +1);
-}
 
-void DeviceLedger::EndCompute(const Task& task, DeviceId dev, double bytes, double now) {
-  const size_t d = static_cast<size_t>(dev);
-  Account(d, now);
-  --computing_[d];
-  mem_now_[d] += bytes;
-  if (task.kind == TaskKind::kCompute && task.phase == Phase::kBackward) Hold(task, d, -1);
-}
-
-void DeviceLedger::StartComm(DeviceId dev, double now) {
-  Account(static_cast<size_t>(dev), now);
-  ++communicating_[static_cast<size_t>(dev)];
-}
-
-void DeviceLedger::EndComm(DeviceId dev, double now) {
-  Account(static_cast<size_t>(dev), now);
-  --communicating_[static_cast<size_t>(dev)];
-}
 
 void DeviceLedger::Hold(const Task& task, size_t d, int delta) {
   auto& live = held_[d];

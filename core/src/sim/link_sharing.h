@@ -46,6 +46,8 @@ class LinkSharing {
 
   LinkSharing(const Cluster& cluster, RateUpdates mode);
 
+  // Room for `n` activities (each Add after that is cheap).
+  void Reserve(size_t n) { acts_.reserve(n); }
   // A new activity; its index. Nothing is held until StartTransfer.
   std::int32_t Add(TaskId task, TaskId partner, const CommPlan* plan);
   [[nodiscard]] Activity& act(std::int32_t a) noexcept { return acts_[static_cast<size_t>(a)]; }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <span>
 #include <map>
 #include <queue>
 #include <tuple>
@@ -49,7 +51,7 @@ class Engine {
       }
     }
     for (TaskId t = 0; t < n_; ++t) {
-      if (wait_[static_cast<size_t>(t)] == 0 && !started_[static_cast<size_t>(t)]) TryStart(t);
+      if (ctl_[static_cast<size_t>(t)].wait == 0 && !ctl_[static_cast<size_t>(t)].started) TryStart(t);
     }
     while (!events_.empty() && error_.ok()) {
       const Event e = events_.top();
@@ -78,56 +80,59 @@ class Engine {
     n_ = static_cast<TaskId>(s_.size());
     const size_t n = static_cast<size_t>(n_);
     const int devices = s_.num_devices();
-    wait_.assign(n, 0);
-    started_.assign(n, 0);
+    ctl_.assign(n, Ctl{});
     start_.assign(n, 0.0);
     end_.assign(n, 0.0);
-    duration_.assign(n, 0.0);
-    comm_.assign(n, nullptr);
-    mem_start_.assign(n, 0.0);
-    mem_end_.assign(n, 0.0);
-    recv_of_send_.assign(n, -1);
-    pair_of_.assign(n, -1);
-    // Dependents and stream successors as CSR.
-    std::vector<std::int32_t> dep_count(n + 1, 0), succ_count(n + 1, 0);
+    // Per task: what starting and finishing it needs, and its arrivals (dependencies, then
+    // the heads of its streams). Dependents and stream successors in one CSR, each task's
+    // dependents first.
+    std::vector<std::int32_t> count(n + 1, 0);
     for (TaskId t = 0; t < n_; ++t) {
-      for (TaskId d : s_.deps(t)) ++dep_count[static_cast<size_t>(d) + 1];
-      wait_[static_cast<size_t>(t)] = static_cast<std::int32_t>(s_.deps(t).size());
+      const size_t i = static_cast<size_t>(t);
+      for (TaskId d : s_.deps(t)) ++count[static_cast<size_t>(d) + 1];
       const Task& task = s_.task(t);
-      if (task.kind == TaskKind::kRecv) recv_of_send_[static_cast<size_t>(task.match)] = t;
+      Ctl& c = ctl_[i];
+      c.wait = static_cast<std::int32_t>(s_.deps(t).size());
+      c.kind = task.kind;
+      if (task.device >= 0) {
+        c.where = task.device;
+      } else if (task.group >= 0 && static_cast<size_t>(task.group) < s_.groups().size()) {
+        c.where = -(task.group + 1);
+      }
+      if (task.kind == TaskKind::kRecv) {
+        c.other = task.match;
+        ctl_[static_cast<size_t>(task.match)].other = t;
+      }
     }
     for (DeviceId d = 0; d < devices; ++d) {
       for (int st = 0; st < s_.streams_used(); ++st) {
         const auto& order = s_.Order(d, st);
         for (size_t k = 0; k < order.size(); ++k) {
-          ++wait_[static_cast<size_t>(order[k])];  // reaching the head of this stream
-          if (k + 1 < order.size()) ++succ_count[static_cast<size_t>(order[k]) + 1];
+          ++ctl_[static_cast<size_t>(order[k])].wait;  // reaching the head of this stream
+          if (k + 1 < order.size()) ++count[static_cast<size_t>(order[k]) + 1];
         }
       }
     }
-    for (size_t i = 0; i < n; ++i) {
-      dep_count[i + 1] += dep_count[i];
-      succ_count[i + 1] += succ_count[i];
-    }
-    dependents_.assign(static_cast<size_t>(dep_count[n]), 0);
-    successors_.assign(static_cast<size_t>(succ_count[n]), 0);
-    dep_begin_ = dep_count;
-    succ_begin_ = succ_count;
+    for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
+    next_.assign(static_cast<size_t>(count[n]), 0);
+    next_begin_ = count;
     {
-      std::vector<std::int32_t> fill = dep_count;
+      std::vector<std::int32_t>& fill = count;
       for (TaskId t = 0; t < n_; ++t) {
-        for (TaskId d : s_.deps(t)) dependents_[static_cast<size_t>(fill[static_cast<size_t>(d)]++)] = t;
+        for (TaskId d : s_.deps(t)) next_[static_cast<size_t>(fill[static_cast<size_t>(d)]++)] = t;
       }
-      fill = succ_count;
       for (DeviceId d = 0; d < devices; ++d) {
         for (int st = 0; st < s_.streams_used(); ++st) {
           const auto& order = s_.Order(d, st);
           for (size_t k = 0; k + 1 < order.size(); ++k) {
-            successors_[static_cast<size_t>(fill[static_cast<size_t>(order[k])]++)] = order[k + 1];
+            next_[static_cast<size_t>(fill[static_cast<size_t>(order[k])]++)] = order[k + 1];
           }
         }
       }
     }
+    size_t comms = 0;
+    for (const Ctl& c : ctl_) comms += c.kind == TaskKind::kSend || c.kind == TaskKind::kCollective || c.kind == TaskKind::kCopy;
+    flows_.Reserve(comms);
     TESTBED_RETURN_IF_ERROR(PrepareCosts());
     if (opt_.shared_cores > 0) {
       work_left_.assign(n, 0.0);
@@ -147,34 +152,36 @@ class Engine {
   }
 
   void Arrive(TaskId t) {
-    if (--wait_[static_cast<size_t>(t)] == 0) TryStart(t);
+    if (--ctl_[static_cast<size_t>(t)].wait == 0) TryStart(t);
   }
 
   void TryStart(TaskId t) {
-    const Task& task = s_.task(t);
-    if (task.kind == TaskKind::kRecv || task.kind == TaskKind::kSend) {
-      const TaskId send = task.kind == TaskKind::kSend ? t : task.match;
-      const TaskId recv = task.kind == TaskKind::kRecv ? t : recv_of_send_[static_cast<size_t>(t)];
-      if (recv < 0 || wait_[static_cast<size_t>(send)] != 0 || wait_[static_cast<size_t>(recv)] != 0) return;
-      if (started_[static_cast<size_t>(send)]) return;
+    const Ctl& c = ctl_[static_cast<size_t>(t)];
+    const TaskKind kind = c.kind;
+    if (kind == TaskKind::kRecv || kind == TaskKind::kSend) {
+      const TaskId send = kind == TaskKind::kSend ? t : c.other;
+      const TaskId recv = kind == TaskKind::kRecv ? t : c.other;
+      if (recv < 0 || ctl_[static_cast<size_t>(send)].wait != 0 || ctl_[static_cast<size_t>(recv)].wait != 0) return;
+      if (ctl_[static_cast<size_t>(send)].started) return;
       MarkStarted(send);
       MarkStarted(recv);
       StartComm(send, recv);
       return;
     }
     MarkStarted(t);
-    if (task.kind == TaskKind::kCollective || task.kind == TaskKind::kCopy) {
+    if (kind == TaskKind::kCollective || kind == TaskKind::kCopy) {
       StartComm(t, -1);
       return;
     }
     // Compute or kernel, on one device or a tensor-parallel gang.
     const size_t i = static_cast<size_t>(t);
-    for (DeviceId dev : s_.DevicesOf(t)) ledger_.StartCompute(task, dev, mem_start_[i], now_);
+    const Task& task = s_.task(t);
+    for (DeviceId dev : DevicesOf(t)) ledger_.StartCompute(task, dev, mem_start_[i], now_);
     if (opt_.shared_cores > 0) {
       CatchUpSharing();
       sharing_.push_back(t);
       work_left_[i] = duration_[i];
-      threads_busy_ += static_cast<int>(s_.DevicesOf(t).size());
+      threads_busy_ += static_cast<int>(DevicesOf(t).size());
       RescheduleSharing();
       return;
     }
@@ -187,8 +194,16 @@ class Engine {
   }
 
   [[nodiscard]] bool IsCompute(TaskId t) const {
-    const TaskKind k = s_.task(t).kind;
+    const TaskKind k = ctl_[static_cast<size_t>(t)].kind;
     return k == TaskKind::kCompute || k == TaskKind::kKernel;
+  }
+
+  // The devices a task occupies (Schedule::DevicesOf, from the engine's own copy).
+  [[nodiscard]] std::span<const DeviceId> DevicesOf(TaskId t) const {
+    const Ctl& c = ctl_[static_cast<size_t>(t)];
+    if (c.where >= 0) return {&c.where, 1};
+    if (c.where == Ctl::kNowhere) return {};
+    return s_.groups()[static_cast<size_t>(-c.where - 1)];
   }
 
   // Processor sharing (SimOptions::shared_cores): brings every running compute task's
@@ -212,7 +227,7 @@ class Engine {
   }
 
   void MarkStarted(TaskId t) {
-    started_[static_cast<size_t>(t)] = 1;
+    ctl_[static_cast<size_t>(t)].started = 1;
     start_[static_cast<size_t>(t)] = now_;
   }
 
@@ -221,7 +236,6 @@ class Engine {
     const CommPlan* plan = comm_[static_cast<size_t>(task)];
     if (plan == nullptr || plan->phases.empty()) {
       Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
-      if (partner >= 0) pair_of_[static_cast<size_t>(task)] = partner;
       return;
     }
     StartPhase(flows_.Add(task, partner, plan));
@@ -229,8 +243,8 @@ class Engine {
 
   template <typename F>
   void ForDevices(TaskId task, TaskId partner, F&& f) const {
-    for (DeviceId d : s_.DevicesOf(task)) f(d);
-    if (partner >= 0) f(s_.task(partner).device);
+    for (DeviceId d : DevicesOf(task)) f(d);
+    if (partner >= 0) f(ctl_[static_cast<size_t>(partner)].where);
   }
 
   // What the link model calls when a transfer's finish moves.
@@ -256,7 +270,6 @@ class Engine {
       StartPhase(a);
       return;
     }
-    if (act.partner >= 0) pair_of_[static_cast<size_t>(act.task)] = act.partner;
     Complete(act.task);
   }
 
@@ -265,16 +278,18 @@ class Engine {
   }
 
   void Complete(TaskId t) {
-    const TaskId partner = pair_of_[static_cast<size_t>(t)];
-    const Task& task = s_.task(t);
-    if (task.kind == TaskKind::kCompute || task.kind == TaskKind::kKernel) {
+    // A send finishes together with its receive (they ran as one transfer).
+    const Ctl& c = ctl_[static_cast<size_t>(t)];
+    const TaskId partner = c.kind == TaskKind::kSend ? c.other : -1;
+    if (c.kind == TaskKind::kCompute || c.kind == TaskKind::kKernel) {
+      const Task& task = s_.task(t);
       if (opt_.shared_cores > 0) {
         CatchUpSharing();
         sharing_.erase(std::find(sharing_.begin(), sharing_.end(), t));
-        threads_busy_ -= static_cast<int>(s_.DevicesOf(t).size());
+        threads_busy_ -= static_cast<int>(DevicesOf(t).size());
         RescheduleSharing();
       }
-      for (DeviceId dev : s_.DevicesOf(t)) ledger_.EndCompute(task, dev, mem_end_[static_cast<size_t>(t)], now_);
+      for (DeviceId dev : DevicesOf(t)) ledger_.EndCompute(task, dev, mem_end_[static_cast<size_t>(t)], now_);
     } else {
       ForDevices(t, partner, [&](DeviceId d) { ledger_.EndComm(d, now_); });
     }
@@ -291,21 +306,19 @@ class Engine {
         timeline_.push_back(TimelineEvent{t, d, task.stream, start_[static_cast<size_t>(t)], now_});
       }
     }
-    for (std::int32_t k = dep_begin_[static_cast<size_t>(t)]; k < dep_begin_[static_cast<size_t>(t) + 1]; ++k) {
-      Arrive(dependents_[static_cast<size_t>(k)]);
-    }
-    for (std::int32_t k = succ_begin_[static_cast<size_t>(t)]; k < succ_begin_[static_cast<size_t>(t) + 1]; ++k) {
-      Arrive(successors_[static_cast<size_t>(k)]);
+    for (std::int32_t k = next_begin_[static_cast<size_t>(t)]; k < next_begin_[static_cast<size_t>(t) + 1]; ++k) {
+      Arrive(next_[static_cast<size_t>(k)]);
     }
   }
 
   absl::Status Deadlock() const {
     std::vector<std::string> blocked;
     for (TaskId t = 0; t < n_ && blocked.size() < 6; ++t) {
-      if (!started_[static_cast<size_t>(t)] && wait_[static_cast<size_t>(t)] <= static_cast<std::int32_t>(s_.deps(t).size())) {
+      const Ctl& c = ctl_[static_cast<size_t>(t)];
+      if (!c.started && c.wait <= static_cast<std::int32_t>(s_.deps(t).size())) {
         std::vector<std::string> on;
         for (TaskId d : s_.deps(t)) {
-          if (end_[static_cast<size_t>(d)] == 0 && !started_[static_cast<size_t>(d)]) on.push_back(absl::StrCat(d));
+          if (end_[static_cast<size_t>(d)] == 0 && !ctl_[static_cast<size_t>(d)].started) on.push_back(absl::StrCat(d));
         }
         blocked.push_back(absl::StrCat(s_.Describe(t), on.empty() ? " (waits for its partner)" : absl::StrCat(" (waits for tasks ", absl::StrJoin(on, ","), ")")));
       }
@@ -341,13 +354,19 @@ class Engine {
   std::uint32_t seq_ = 0;
   absl::Status error_;
   std::priority_queue<Event, std::vector<Event>, Later> events_;
-  std::vector<std::int32_t> wait_;
-  std::vector<char> started_;
+  // What starting and finishing a task needs, 16 bytes (one cache line holds four).
+  struct Ctl {
+    static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
+    std::int32_t wait = 0;          // arrivals still missing: dependencies and stream heads
+    TaskId other = -1;              // a send's receive, a receive's send
+    std::int32_t where = kNowhere;  // its device, or -(group + 1)
+    TaskKind kind = TaskKind::kCompute;
+    std::uint8_t started = 0;
+  };
+  std::vector<Ctl> ctl_;
   std::vector<double> start_, end_, duration_, mem_start_, mem_end_;
   std::vector<const CommPlan*> comm_;
-  std::vector<TaskId> recv_of_send_;
-  std::vector<std::int32_t> dep_begin_, dependents_, succ_begin_, successors_;
-  std::vector<TaskId> pair_of_;  // send -> its receive while the pair is in flight
+  std::vector<std::int32_t> next_begin_, next_;  // dependents, then stream successors
   sim::LinkSharing flows_;
   std::vector<TimelineEvent> timeline_;
   // Processor sharing: running compute tasks, their remaining full-speed seconds, the
