@@ -452,6 +452,41 @@ TEST_F(CliTest, FreshKeepsTheOldFileAsABackup) {
     }
   }
   EXPECT_EQ(backups, 1);
+  // Twice more within a second or two: every earlier file is kept under a name of its own.
+  ASSERT_EQ(Cli({"run", file, "--fresh"}).code, 0);
+  ASSERT_EQ(Cli({"run", file, "--fresh"}).code, 0);
+  backups = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("basic.h5.", 0) == 0 && name.substr(name.size() - 4) == ".bak") ++backups;
+  }
+  EXPECT_EQ(backups, 3);
+}
+
+// Results files with changed bytes, sealed (as written now) and unsealed (as written before
+// seals): show, show --run, trace and run --dry-run refuse or read them, and never crash.
+TEST_F(CliTest, ChangedBytesInAResultsFileNeverCrashACommand) {
+  const std::string file = Experiment("basic", kBasic);
+  ASSERT_EQ(Cli({"run", file}).code, 0);
+  const std::string sealed = testing::ReadFile(Out("basic"));
+  const std::string unsealed = sealed.substr(0, sealed.size() - 32);
+  const std::string path = (dir_ / "changed.h5").string();
+  for (const std::string* good : {&sealed, &unsealed}) {
+    for (int k = 0; k < 10; ++k) {
+      std::string bad = *good;
+      const size_t at = (static_cast<size_t>(k) * 2654435761u + 97) % bad.size();
+      bad[at] = static_cast<char>(bad[at] ^ 0xA5);
+      testing::WriteFile(path, bad);
+      for (const std::vector<std::string>& args :
+           {std::vector<std::string>{"show", path}, {"show", path, "--run", "recompute@4"},
+            {"trace", path, "--run", "recompute@4"}, {"run", file, "-o", path, "--dry-run"}}) {
+        CliResult r = Cli(args);
+        EXPECT_LT(r.code, 128) << absl::StrJoin(args, " ") << " on byte " << at << (good == &sealed ? " (sealed)" : "")
+                               << " died: " << r.err;
+        if (good == &sealed && r.code != 0) EXPECT_THAT(r.err, HasSubstr(path));
+      }
+    }
+  }
 }
 
 TEST_F(CliTest, InterruptStopsCleanlyAndTheSameCommandResumes) {

@@ -165,10 +165,9 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
 
   std::error_code ec;
   if (options.fresh && !options.dry_run && std::filesystem::exists(summary.output, ec)) {
-    const std::string backup = absl::StrCat(summary.output, ".", std::time(nullptr), ".bak");
-    std::filesystem::rename(summary.output, backup, ec);
-    if (ec) return absl::InternalError(absl::StrCat(summary.output, ": cannot move aside: ", ec.message()));
-    if (options.progress) std::fprintf(options.progress, "previous results kept as %s\n", backup.c_str());
+    absl::StatusOr<std::string> backup = ResultsFile::MoveAside(summary.output);
+    if (!backup.ok()) return backup.status();
+    if (options.progress) std::fprintf(options.progress, "previous results kept as %s\n", backup->c_str());
   }
 
   std::vector<size_t> todo;

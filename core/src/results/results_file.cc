@@ -1,17 +1,25 @@
 #include "results/results_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <H5Cpp.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "results/file_seal.h"
+#include "testbed/status_macros.h"
 
 namespace testbed {
 namespace {
@@ -474,8 +482,90 @@ absl::Status SyncAndRename(const std::filesystem::path& tmp, const std::filesyst
   return absl::OkStatus();
 }
 
+constexpr const char* kTempInfix = ".tmp-";
+
 std::filesystem::path TempPath(const std::filesystem::path& path) {
-  return std::filesystem::path(absl::StrCat(path.string(), ".tmp-", ::getpid()));
+  return std::filesystem::path(absl::StrCat(path.string(), kTempInfix, ::getpid()));
+}
+
+// Temporary copies left by writers that died mid-write (`<file>.tmp-<pid>` of a process that
+// no longer exists) are removed.
+void RemoveStaleTemporaries(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::path dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+  const std::string prefix = absl::StrCat(path.filename().string(), kTempInfix);
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+// An exclusive advisory lock on `<file>.lock` for as long as it lives: writers of one results
+// file take turns, each copying the file as the previous one left it.
+class WriteLock {
+ public:
+  static absl::StatusOr<std::unique_ptr<WriteLock>> Take(const std::filesystem::path& path) {
+    const std::string lock_path = absl::StrCat(path.string(), ".lock");
+    const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return absl::PermissionDeniedError(absl::StrCat(lock_path, ": cannot open the lock of the results file: ",
+                                                      std::strerror(errno)));
+    }
+    while (::flock(fd, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return absl::InternalError(absl::StrCat(lock_path, ": cannot lock: ", std::strerror(err)));
+    }
+    return std::unique_ptr<WriteLock>(new WriteLock(fd));
+  }
+  ~WriteLock() {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+  WriteLock(const WriteLock&) = delete;
+  WriteLock& operator=(const WriteLock&) = delete;
+
+ private:
+  explicit WriteLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+absl::StatusOr<ResultsFile::Contents> ReadHdf5(const std::filesystem::path& path, bool with_tables);
+
+// Reads an unsealed file in a child process first: a file the HDF5 library crashes or hangs on
+// is refused here instead of taking this process down.
+absl::Status ProbeInChild(const std::filesystem::path& path) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::OkStatus();  // cannot probe: read it directly
+  if (pid == 0) {
+    auto c = ReadHdf5(path, /*with_tables=*/true);
+    ::_exit(c.ok() ? 0 : 3);
+  }
+  int status = 0;
+  for (int waited_ms = 0;; waited_ms += 5) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) return absl::OkStatus();
+    if (waited_ms >= 60000) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return absl::DataLossError(absl::StrCat(path.string(), ": corrupt results file: reading it did not finish "
+                                              "within 60 s; it was left untouched"));
+    }
+    ::usleep(5000);
+  }
+  if (WIFSIGNALED(status)) {
+    return absl::DataLossError(absl::StrCat(path.string(), ": corrupt results file: reading it crashed the HDF5 "
+                                            "library (signal ", WTERMSIG(status), "); it was left untouched"));
+  }
+  return absl::OkStatus();  // read cleanly, or failed with an error the direct read reports
 }
 
 }  // namespace
@@ -486,6 +576,18 @@ absl::StatusOr<ResultsFile::Contents> ResultsFile::Read(const std::filesystem::p
   if (!std::filesystem::exists(path, ec)) {
     return absl::NotFoundError(absl::StrCat(path.string(), ": no such results file"));
   }
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(path.string(), ": is a directory, not a results file"));
+  }
+  TESTBED_ASSIGN_OR_RETURN(const results::SealState seal, results::CheckSeal(path));
+  if (seal == results::SealState::kUnsealed) TESTBED_RETURN_IF_ERROR(ProbeInChild(path));
+  return ReadHdf5(path, with_tables);
+}
+
+namespace {
+
+absl::StatusOr<ResultsFile::Contents> ReadHdf5(const std::filesystem::path& path, bool with_tables) {
+  H5::Exception::dontPrint();
   if (auto s = CheckOurs(path); !s.ok()) return s;
   try {
     H5::H5File f(path.string(), H5F_ACC_RDONLY);
@@ -493,7 +595,7 @@ absl::StatusOr<ResultsFile::Contents> ResultsFile::Read(const std::filesystem::p
       return absl::FailedPreconditionError(absl::StrCat(path.string(), ": an HDF5 file, but not a testbed results file "
                                                         "(no format attribute '", kFormat, "')"));
     }
-    Contents c;
+    ResultsFile::Contents c;
     c.header = ReadHeader(f);
     if (f.nameExists("runs")) {
       H5::Group runs = f.openGroup("runs");
@@ -507,6 +609,8 @@ absl::StatusOr<ResultsFile::Contents> ResultsFile::Read(const std::filesystem::p
     return absl::DataLossError(absl::StrCat(path.string(), ": cannot read the results file: ", e.getDetailMsg()));
   }
 }
+
+}  // namespace
 
 absl::StatusOr<ResultsFile> ResultsFile::Open(const std::filesystem::path& path, const ResultsHeader& header) {
   H5::Exception::dontPrint();
@@ -530,6 +634,7 @@ absl::StatusOr<ResultsFile> ResultsFile::Open(const std::filesystem::path& path,
     }
   }
   std::filesystem::remove(probe, ec);
+  RemoveStaleTemporaries(path);
   if (std::filesystem::exists(path, ec)) {
     if (::access(path.c_str(), W_OK) != 0) {
       return absl::PermissionDeniedError(absl::StrCat(path.string(), ": results file is not writable (",
@@ -547,6 +652,29 @@ absl::StatusOr<ResultsFile> ResultsFile::Open(const std::filesystem::path& path,
   return rf;
 }
 
+absl::StatusOr<std::string> ResultsFile::MoveAside(const std::filesystem::path& path) {
+  const std::string stamp = absl::StrCat(path.string(), ".", std::time(nullptr));
+  for (int n = 1; n < 10000; ++n) {
+    const std::string backup = n == 1 ? absl::StrCat(stamp, ".bak") : absl::StrCat(stamp, "-", n, ".bak");
+    // A hard link fails when the name is taken, so no backup is ever replaced.
+    if (::link(path.c_str(), backup.c_str()) == 0) {
+      if (::unlink(path.c_str()) != 0) {
+        return absl::InternalError(absl::StrCat(path.string(), ": backed up as ", backup, " but cannot be removed: ",
+                                                std::strerror(errno)));
+      }
+      return backup;
+    }
+    if (errno == EEXIST) continue;
+    // No hard links here: a rename onto a name checked just before.
+    std::error_code ec;
+    if (std::filesystem::exists(backup, ec)) continue;
+    std::filesystem::rename(path, backup, ec);
+    if (ec) return absl::InternalError(absl::StrCat(path.string(), ": cannot move aside: ", ec.message()));
+    return backup;
+  }
+  return absl::InternalError(absl::StrCat(path.string(), ": cannot move aside: every backup name is taken"));
+}
+
 const StoredRun* ResultsFile::Find(const std::string& id) const {
   for (const StoredRun& r : runs_) {
     if (r.id == id) return &r;
@@ -555,12 +683,19 @@ const StoredRun* ResultsFile::Find(const std::string& id) const {
 }
 
 absl::Status ResultsFile::Append(const StoredRun& run) {
+  // Under the lock the copy starts from the file as every other writer left it, so no
+  // completed run of another process is lost.
+  TESTBED_ASSIGN_OR_RETURN(std::unique_ptr<WriteLock> lock, WriteLock::Take(path_));
   const std::filesystem::path tmp = TempPath(path_);
   std::error_code ec;
   try {
     if (std::filesystem::exists(path_, ec)) {
       std::filesystem::copy_file(path_, tmp, std::filesystem::copy_options::overwrite_existing, ec);
       if (ec) return absl::InternalError(absl::StrCat(tmp.string(), ": cannot copy the results file: ", ec.message()));
+      if (absl::Status s = results::Unseal(tmp); !s.ok()) {
+        std::filesystem::remove(tmp, ec);
+        return s;
+      }
       H5::H5File f(tmp.string(), H5F_ACC_RDWR);
       WriteHeader(f, header_);
       WriteRun(f, run);
@@ -574,7 +709,14 @@ absl::Status ResultsFile::Append(const StoredRun& run) {
     std::filesystem::remove(tmp, ec);
     return absl::InternalError(absl::StrCat(path_.string(), ": cannot write run '", run.id, "': ", e.getDetailMsg()));
   }
-  if (auto s = SyncAndRename(tmp, path_); !s.ok()) return s;
+  if (absl::Status s = results::Seal(tmp); !s.ok()) {
+    std::filesystem::remove(tmp, ec);
+    return s;
+  }
+  if (auto s = SyncAndRename(tmp, path_); !s.ok()) {
+    std::filesystem::remove(tmp, ec);
+    return s;
+  }
   StoredRun header_only = run;
   header_only.output.tables.clear();
   auto it = std::find_if(runs_.begin(), runs_.end(), [&](const StoredRun& r) { return r.id == run.id; });

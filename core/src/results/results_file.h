@@ -11,7 +11,11 @@
 //   /runs/<id>/<table>/    one dataset per column (attr `unit`): per_device, per_link,
 //                          timeline, loss_curve, ...
 // Every write goes to a temporary copy that is renamed over the file, so a crash or kill
-// at any moment leaves either the previous file or the new one, both complete.
+// at any moment leaves either the previous file or the new one, both complete. Writers take
+// turns under an advisory lock on `<file>.lock`, each starting from the file as the previous
+// one left it, so processes sharing a file lose none of each other's runs. Every write ends
+// with a seal (file_seal.h) checked before the HDF5 library reads the file; an unsealed file
+// is read in a child process first, so no corrupt file can crash the reader.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +83,10 @@ class ResultsFile {
     std::vector<StoredRun> runs;  // by index
   };
   [[nodiscard]] static absl::StatusOr<Contents> Read(const std::filesystem::path& path, bool with_tables);
+
+  // Moves `path` aside to a backup name no other file has (`<path>.<unix time>.bak`, then
+  // `<path>.<unix time>-2.bak`, ...) without ever replacing one; returns that name.
+  [[nodiscard]] static absl::StatusOr<std::string> MoveAside(const std::filesystem::path& path);
 
   // A completed run already in the file, if any.
   [[nodiscard]] const StoredRun* Find(const std::string& id) const;
