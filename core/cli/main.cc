@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -78,12 +79,20 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  testbed::cli::Env env = testbed::cli::MakeEnv();
-  if (run->parsed()) return testbed::cli::Run(env, run_args);
-  if (validate->parsed()) return testbed::cli::Validate(env, validate_args);
-  if (plugins->parsed()) return testbed::cli::Plugins(env, plugins_args);
-  if (show->parsed()) return testbed::cli::Show(show_args);
-  if (trace->parsed()) return testbed::cli::Trace(trace_args);
-  if (cost->parsed()) return testbed::cli::Cost(env, cost_args);
+  // Running out of memory outside a run (a run's own is recorded as its failure) ends the
+  // command with a message, not an abort; runs already written stay in the results file.
+  try {
+    testbed::cli::Env env = testbed::cli::MakeEnv();
+    if (run->parsed()) return testbed::cli::Run(env, run_args);
+    if (validate->parsed()) return testbed::cli::Validate(env, validate_args);
+    if (plugins->parsed()) return testbed::cli::Plugins(env, plugins_args);
+    if (show->parsed()) return testbed::cli::Show(show_args);
+    if (trace->parsed()) return testbed::cli::Trace(trace_args);
+    if (cost->parsed()) return testbed::cli::Cost(env, cost_args);
+  } catch (const std::bad_alloc&) {
+    std::fputs("error: out of memory: the experiment describes more than this machine can hold (fewer layers, "
+               "nodes or devices); results written so far are kept\n", stderr);
+    return 1;
+  }
   return 2;
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "memory_budget.h"
 #include "node_topology.h"
 
 namespace testbed {
@@ -113,19 +114,10 @@ absl::StatusOr<Cluster> Cluster::Build(std::string name, std::vector<NodeGroup> 
   im.name = std::move(name);
   im.network = options.network;
   if (groups.empty()) return absl::InvalidArgumentError(absl::StrCat("cluster '", im.name, "' has no nodes"));
-  {
-    double limit = options.memory_limit_bytes;
-    if (limit <= 0) {
-      const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-      limit = pages > 0 && page > 0 ? 0.5 * static_cast<double>(pages) * static_cast<double>(page) : 0;
-    }
-    const double need = EstimateBytes(groups, options);
-    if (limit > 0 && need > limit) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cluster '", im.name, "' is too large for this machine: describing it takes about ",
-          absl::StrFormat("%.3g", need / 1073741824.0), " GiB, and ", absl::StrFormat("%.3g", limit / 1073741824.0),
-          " GiB are allowed (memory_limit_gib, or half the free memory); use fewer nodes"));
-    }
+  if (absl::Status s = CheckMemoryAllowance(absl::StrCat("cluster '", im.name, "'"), EstimateBytes(groups, options),
+                                            options.memory_limit_bytes, "use fewer nodes");
+      !s.ok()) {
+    return s;
   }
   for (size_t t = 0; t < im.network.tiers.size(); ++t) {
     NetworkTier& tier = im.network.tiers[t];

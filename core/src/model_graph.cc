@@ -1,6 +1,10 @@
 #include "testbed/model_graph.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "memory_budget.h"
 
 namespace testbed {
 
@@ -142,9 +146,23 @@ absl::StatusOr<ModelGraph> BuildGiven(const ModelShape& shape) {
 
 }  // namespace
 
+// What the graph of `layers` layers takes (each Layer with its name), refused before it is
+// built when that would not fit.
+absl::Status CheckGraphSize(const ModelShape& shape, double layers) {
+  constexpr double kPerLayer = sizeof(Layer) + 48;
+  return CheckMemoryAllowance(absl::StrCat("model '", shape.name, "' (", absl::StrFormat("%.0f", layers), " layers)"),
+                              layers * kPerLayer, 0, "use fewer layers");
+}
+
 absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
-  if (shape.family == "layers") return BuildGiven(shape);
+  if (shape.family == "layers") {
+    double layers = 0;
+    for (const GivenLayer& gl : shape.given) layers += static_cast<double>(std::max<std::int64_t>(0, gl.repeat));
+    if (absl::Status st = CheckGraphSize(shape, layers); !st.ok()) return st;
+    return BuildGiven(shape);
+  }
   if (absl::Status st = CheckShape(shape); !st.ok()) return st;
+  if (absl::Status st = CheckGraphSize(shape, 2.0 * static_cast<double>(shape.layers) + 2); !st.ok()) return st;
   if (shape.family == "mlp") return BuildMlp(shape);
   ModelGraph g;
   g.shape = shape;

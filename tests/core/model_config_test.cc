@@ -72,3 +72,35 @@ TEST(GivenLayers, ShapesStillNeedTheirDimensionsAndLayersTheirList) {
 
 }  // namespace
 }  // namespace testbed
+
+namespace testbed {
+namespace {
+
+// A model whose graph would not fit (10^12 layers: about 10^14 bytes of layer records) is
+// refused with its estimate before anything is built, for shapes and for given layers.
+TEST(ModelSize, AGraphTooLargeForMemoryIsRefusedBeforeItIsBuilt) {
+  ErrorList errors;
+  auto m = Resolve(R"([model]
+family = "gpt"
+layers = 1000000000000
+hidden = 1024
+heads = 16
+seq_len = 1024
+vocab = 50257
+)", "big.toml", errors);
+  ASSERT_FALSE(errors.empty());
+  const std::string msg(errors.ToStatus().message());
+  EXPECT_THAT(msg, HasSubstr("big.toml"));
+  EXPECT_THAT(msg, HasSubstr("layers) is too large for this machine"));
+  EXPECT_THAT(msg, HasSubstr("GiB are allowed"));
+  ErrorList given_errors;
+  Resolve(R"([model]
+family = "layers"
+given = [{ name = "block", fwd_ms = 1.0, bwd_ms = 2.0, repeat = 1000000000000 }]
+)", "given.toml", given_errors);
+  ASSERT_FALSE(given_errors.empty());
+  EXPECT_THAT(std::string(given_errors.ToStatus().message()), HasSubstr("is too large for this machine"));
+}
+
+}  // namespace
+}  // namespace testbed

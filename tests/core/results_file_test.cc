@@ -41,7 +41,7 @@ StoredRun FullRun() {
   r.arm = "new";
   r.point = "1,x";
   r.status = "ok";
-  r.seed = 0xFEDCBA9876543210ull;  // high bit set: must survive the signed storage
+  r.seed = 0xFEDCBA9876543210ull;  // high bit set: stored unsigned (h5py reads it as written)
   r.backend = "plan";
   r.git_revision = "0123456789ab-dirty";
   r.start_time = "2026-01-02T03:04:05Z";
@@ -311,6 +311,39 @@ TEST(ResultsFileTest, MissingFileCannotBeRead) {
   testing::TempDir dir;
   auto read = ResultsFile::Read(dir / "none.h5", false);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace testbed
+
+namespace testbed {
+namespace {
+
+// The seed is an unsigned attribute (h5py reads the number that was written); a file that
+// stored its bits signed, as earlier versions did, still reads back the same seed.
+TEST(ResultsFileTest, SeedIsStoredUnsignedAndOldSignedSeedsStillRead) {
+  testing::TempDir dir;
+  const auto path = dir / "r.h5";
+  {
+    auto f = ResultsFile::Open(path, Header());
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f->Append(FullRun()).ok());
+  }
+  std::string bytes = testing::ReadFile(path);
+  bytes.resize(bytes.size() - 32);  // drop the seal: the file is changed below by HDF5 itself
+  testing::WriteFile(path, bytes);
+  {
+    H5::H5File f(path.string(), H5F_ACC_RDWR);
+    H5::Group g = f.openGroup("runs").openGroup(FullRun().id);
+    H5::Attribute a = g.openAttribute("seed");
+    EXPECT_EQ(a.getIntType().getSign(), H5T_SGN_NONE);
+    g.removeAttr("seed");
+    const std::int64_t old = static_cast<std::int64_t>(FullRun().seed);
+    g.createAttribute("seed", H5::PredType::NATIVE_INT64, H5::DataSpace(H5S_SCALAR)).write(H5::PredType::NATIVE_INT64, &old);
+  }
+  auto c = ResultsFile::Read(path, false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->runs[0].seed, FullRun().seed);
 }
 
 }  // namespace

@@ -285,6 +285,18 @@ TEST_F(CliTest, ValidateReportsUnknownRootKeysAndComponentKinds) {
   EXPECT_THAT(r.err, HasSubstr(file + ":2:14: 'compressor': backend 'plan' uses no compressor"));
 }
 
+TEST_F(CliTest, ModelsTooLargeForMemoryAreRefusedNotAborted) {
+  std::string text = kBasic;
+  const std::string preset = "preset = \"gpt-1.5b\"";
+  text.replace(text.find(preset), preset.size(), preset + "\nlayers = 100000000000");
+  const std::string file = Experiment("huge", text);
+  for (const char* command : {"validate", "run"}) {
+    CliResult r = Cli({command, file});
+    EXPECT_EQ(r.code, 1) << command << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("is too large for this machine")) << command;
+  }
+}
+
 TEST_F(CliTest, ValidateReportsUnknownPresets) {
   std::string text = kBasic;
   text.replace(text.find("\"hpwnv\""), 7, "\"hpwvn\"");

@@ -229,7 +229,18 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   }
   auto graph = BuildModelGraph(shape);
   if (!graph.ok()) {
-    errors.Add(merged->Where({}), std::string(graph.status().message()));
+    // A graph too large names the key that made it so; anything else the model's table.
+    SourceLoc where = merged->Where({});
+    if (graph.status().code() == absl::StatusCode::kResourceExhausted) {
+      for (const char* key : {"layers", "given"}) {
+        if (SourceLoc at = merged->Where({key}); !at.file.empty()) {
+          where = at;
+          break;
+        }
+      }
+    }
+    if (where.file.empty()) where = doc.Where(section);
+    errors.Add(where, std::string(graph.status().message()));
     return nullptr;
   }
   return std::make_shared<const ModelGraph>(std::move(*graph));

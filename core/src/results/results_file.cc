@@ -47,6 +47,24 @@ void Attr(H5::H5Object& obj, const std::string& name, const std::string& value) 
   H5::Attribute a = obj.createAttribute(name, t, H5::DataSpace(H5S_SCALAR));
   a.write(t, value);
 }
+void AttrUnsigned(H5::H5Object& obj, const std::string& name, std::uint64_t value) {
+  if (obj.attrExists(name)) obj.removeAttr(name);
+  H5::Attribute a = obj.createAttribute(name, H5::PredType::NATIVE_UINT64, H5::DataSpace(H5S_SCALAR));
+  a.write(H5::PredType::NATIVE_UINT64, &value);
+}
+// An unsigned attribute; files written before it was stored unsigned hold its bits signed.
+std::uint64_t ReadUnsigned(const H5::H5Object& obj, const std::string& name) {
+  if (!obj.attrExists(name)) return 0;
+  H5::Attribute a = obj.openAttribute(name);
+  if (a.getTypeClass() == H5T_INTEGER && a.getIntType().getSign() == H5T_SGN_2) {
+    std::int64_t v = 0;
+    a.read(H5::PredType::NATIVE_INT64, &v);
+    return static_cast<std::uint64_t>(v);
+  }
+  std::uint64_t v = 0;
+  a.read(H5::PredType::NATIVE_UINT64, &v);
+  return v;
+}
 void Attr(H5::H5Object& obj, const std::string& name, std::int64_t value) {
   if (obj.attrExists(name)) obj.removeAttr(name);
   H5::Attribute a = obj.createAttribute(name, H5::PredType::NATIVE_INT64, H5::DataSpace(H5S_SCALAR));
@@ -380,7 +398,7 @@ void WriteRun(H5::H5File& f, const StoredRun& r) {
   Attr(g, "point", r.point);
   Attr(g, "status", r.status);
   Attr(g, "error", r.error);
-  Attr(g, "seed", static_cast<std::int64_t>(r.seed));
+  AttrUnsigned(g, "seed", r.seed);
   Attr(g, "backend", r.backend);
   Attr(g, "git_revision", r.git_revision);
   Attr(g, "start_time", r.start_time);
@@ -411,7 +429,7 @@ StoredRun ReadRun(const H5::Group& runs, const std::string& id, bool with_tables
   r.point = ReadStr(g, "point");
   r.status = ReadStr(g, "status");
   r.error = ReadStr(g, "error");
-  r.seed = static_cast<std::uint64_t>(ReadInt(g, "seed"));
+  r.seed = ReadUnsigned(g, "seed");
   r.backend = ReadStr(g, "backend");
   r.git_revision = ReadStr(g, "git_revision");
   r.start_time = ReadStr(g, "start_time");
