@@ -146,10 +146,15 @@ TaskId Schedule::Add(const Task& task, const std::vector<TaskId>& deps) {
   return id;
 }
 
-void Schedule::AddDep(TaskId task, TaskId on) { extra_deps_.emplace_back(task, on); }
+void Schedule::AddDep(TaskId task, TaskId on) {
+  extra_deps_.emplace_back(task, on);
+  compaction_.pending.store(true, std::memory_order_release);
+}
 
 void Schedule::Compact() const {
-  if (extra_deps_.empty()) return;
+  if (!compaction_.pending.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(compaction_.mu);
+  if (!compaction_.pending.load(std::memory_order_relaxed)) return;  // another reader did it
   std::vector<std::vector<TaskId>> added(tasks_.size());
   for (const auto& [task, on] : extra_deps_) added[static_cast<size_t>(task)].push_back(on);
   extra_deps_.clear();
@@ -162,6 +167,8 @@ void Schedule::Compact() const {
   }
   deps_ = std::move(flat);
   dep_begin_ = std::move(begin);
+  // Only now may readers that do not take the lock use the compacted arrays.
+  compaction_.pending.store(false, std::memory_order_release);
 }
 
 std::span<const TaskId> Schedule::deps(TaskId id) const {

@@ -1,5 +1,7 @@
 // Schedules that cannot run are errors that name the tasks: dependency cycles (directly or
 // through stream order), unmatched sends and receives; the simulator detects a deadlock too.
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "ring.h"
@@ -35,6 +37,35 @@ TEST(ScheduleCheck, DependencyCycleIsNamed) {
   EXPECT_NE(st.message().find("deadlocks"), absl::string_view::npos) << st;
   EXPECT_NE(st.message().find("mb7"), absl::string_view::npos) << st;
   EXPECT_NE(st.message().find("mb8"), absl::string_view::npos) << st;
+}
+
+// The executor's ranks read one schedule from several threads; the first reads after an
+// AddDep compact its dependencies, once, so every thread sees them all (under a race some
+// threads saw half-built arrays and ran tasks before their dependencies).
+TEST(ScheduleCheck, ConcurrentFirstReadersAllSeeEveryAddedDependency) {
+  for (int trial = 0; trial < 20; ++trial) {
+    Schedule s(4);
+    std::vector<TaskId> ids;
+    for (int i = 0; i < 400; ++i) ids.push_back(s.Add(Compute(s, i % 4, i)));
+    // Each task of device 0 also waits for the task before it on device 1 (added later).
+    for (int i = 4; i < 400; i += 4) s.AddDep(ids[static_cast<size_t>(i)], ids[static_cast<size_t>(i - 3)]);
+    Schedule reference = s;
+    const std::vector<TaskId> expected = *reference.ExecutionOrder();
+    std::vector<std::vector<TaskId>> seen(8);
+    std::vector<size_t> deps(8);
+    std::vector<std::thread> readers;
+    for (size_t r = 0; r < seen.size(); ++r) {
+      readers.emplace_back([&, r] {
+        seen[r] = *s.ExecutionOrder();
+        for (TaskId t : ids) deps[r] += s.deps(t).size();
+      });
+    }
+    for (auto& t : readers) t.join();
+    for (size_t r = 0; r < seen.size(); ++r) {
+      EXPECT_EQ(seen[r], expected) << "reader " << r << ", trial " << trial;
+      EXPECT_EQ(deps[r], 99u) << "reader " << r << ", trial " << trial;
+    }
+  }
 }
 
 TEST(ScheduleCheck, CycleThroughStreamOrder) {

@@ -16,7 +16,9 @@
 // finished. Streams of one device run concurrently (compute overlaps communication).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -211,6 +213,19 @@ class Schedule {
   mutable std::vector<std::int64_t> dep_begin_ = {0};
   mutable std::vector<TaskId> deps_;
   mutable std::vector<std::pair<TaskId, TaskId>> extra_deps_;
+  // The first read after an AddDep compacts; several threads may read at once (the
+  // executor's ranks share one schedule), so the compaction runs once, under a lock.
+  struct CompactionGuard {
+    std::mutex mu;
+    std::atomic<bool> pending{false};
+    CompactionGuard() = default;
+    CompactionGuard(const CompactionGuard& o) : pending(o.pending.load()) {}
+    CompactionGuard& operator=(const CompactionGuard& o) {
+      pending.store(o.pending.load());
+      return *this;
+    }
+  };
+  mutable CompactionGuard compaction_;
   std::vector<std::vector<DeviceId>> groups_;
   std::vector<std::vector<std::vector<TaskId>>> order_;  // [device][stream] -> tasks
   std::vector<ComputeWork> compute_;
