@@ -35,7 +35,7 @@ namespace testbed {
   const double limit = MemoryAllowanceBytes(configured_bytes);
   if (limit <= 0 || need_bytes <= limit) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      what, " is too large for this machine: describing it takes about ", absl::StrFormat("%.3g", need_bytes / 1073741824.0),
+      what, " is too large for this machine: it needs about ", absl::StrFormat("%.3g", need_bytes / 1073741824.0),
       " GiB, and ", absl::StrFormat("%.3g", limit / 1073741824.0), " GiB are allowed (",
       configured_bytes > 0 ? "the configured limit" : "half the free memory or address space", "); ", advice));
 }

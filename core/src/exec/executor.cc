@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 #include <thread>
@@ -45,7 +46,7 @@ absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs, std::vecto
       gemms[i] = std::move(*made);
     }
   }
-  auto body = [&](size_t i) {
+  auto rank_body = [&](size_t i) {
     std::optional<train::ScopedGemm> gemm_scope;
     if (gemms[i] != nullptr) gemm_scope.emplace(*gemms[i]);
     RankRunner runner(inputs, *endpoints[i]);
@@ -76,6 +77,18 @@ absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs, std::vecto
     if (st.ok()) st = runner.Evaluate(results[i]);
     std::lock_guard<std::mutex> lock(mu);
     status[i] = st.ok() ? st : absl::Status(st.code(), absl::StrCat("rank ", endpoints[i]->rank(), ": ", st.message()));
+  };
+  // An exception (out of memory above all) fails its rank, not the process.
+  auto body = [&](size_t i) {
+    try {
+      rank_body(i);
+    } catch (const std::bad_alloc&) {
+      std::lock_guard<std::mutex> lock(mu);
+      status[i] = absl::ResourceExhaustedError(absl::StrCat("rank ", endpoints[i]->rank(), ": out of memory"));
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      status[i] = absl::InternalError(absl::StrCat("rank ", endpoints[i]->rank(), ": exception: ", e.what()));
+    }
   };
   std::vector<std::thread> threads;
   for (size_t i = 1; i < n; ++i) threads.emplace_back(body, i);

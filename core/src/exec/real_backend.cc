@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/planning_chain.h"
 #include "absl/strings/str_split.h"
 #include "engine/stage_costs.h"
@@ -15,6 +16,7 @@
 #include "exec/data_sources.h"
 #include "exec/executor.h"
 #include "exec/profiled_device_model.h"
+#include "memory_budget.h"
 #include "sim/simulator.h"
 #include "testbed/collective.h"
 #include "testbed/communicator.h"
@@ -168,6 +170,19 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
 
   const int dp = std::max(1, run.parallel.dp);
   const int world = run.parallel.tp * run.parallel.pp * dp;
+  {
+    // Real training keeps fp32 weights, gradients and two Adam moments (16 bytes a parameter)
+    // on every rank; the local communicator's ranks are threads of this process, so it holds
+    // every replica (and the single-rank reference when checked against it). Activations
+    // come on top: the estimate is a floor.
+    const double params = static_cast<double>(graph.TotalParams());
+    const bool threads = run.Component(ComponentKind::kCommunicator)->name == "local";
+    double replicas = threads ? dp : 1.0 / (run.parallel.tp * run.parallel.pp);
+    if (real_check_against_single && threads) replicas += 1;
+    TESTBED_RETURN_IF_ERROR(CheckMemoryAllowance(
+        absl::StrCat("training model '", shape.name, "' for real (", absl::StrFormat("%.3g", params), " parameters)"),
+        16.0 * params * replicas, 0, "train a smaller model for real, or simulate this one (backend = \"sim\")"));
+  }
   const double bandwidth = exec::MeasureMemcpyBandwidth();
   TESTBED_ASSIGN_OR_RETURN(Cluster cluster, CpuCluster(world, bandwidth));
   TESTBED_ASSIGN_OR_RETURN(auto device_model, Make<DeviceModel>(registry, *run.Component(ComponentKind::kDeviceModel)));
