@@ -1,5 +1,6 @@
 // The `testbed` command: run, validate, plugins, show (and the simulator's trace and cost).
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <new>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
+#include "results/results_file.h"
 #include "cli/cost_command.h"
 
 int main(int argc, char** argv) {
@@ -81,18 +83,24 @@ int main(int argc, char** argv) {
   }
   // Running out of memory outside a run (a run's own is recorded as its failure) ends the
   // command with a message, not an abort; runs already written stay in the results file.
+  int rc = 2;
   try {
     testbed::cli::Env env = testbed::cli::MakeEnv();
-    if (run->parsed()) return testbed::cli::Run(env, run_args);
-    if (validate->parsed()) return testbed::cli::Validate(env, validate_args);
-    if (plugins->parsed()) return testbed::cli::Plugins(env, plugins_args);
-    if (show->parsed()) return testbed::cli::Show(show_args);
-    if (trace->parsed()) return testbed::cli::Trace(trace_args);
-    if (cost->parsed()) return testbed::cli::Cost(env, cost_args);
+    if (run->parsed()) rc = testbed::cli::Run(env, run_args);
+    if (validate->parsed()) rc = testbed::cli::Validate(env, validate_args);
+    if (plugins->parsed()) rc = testbed::cli::Plugins(env, plugins_args);
+    if (show->parsed()) rc = testbed::cli::Show(show_args);
+    if (trace->parsed()) rc = testbed::cli::Trace(trace_args);
+    if (cost->parsed()) rc = testbed::cli::Cost(env, cost_args);
   } catch (const std::bad_alloc&) {
     std::fputs("error: out of memory: the experiment describes more than this machine can hold (fewer layers, "
                "nodes or devices); results written so far are kept\n", stderr);
-    return 1;
+    rc = 1;
   }
-  return 2;
+  // After a failed write the HDF5 library's clean-up at exit would crash (results_file.h).
+  if (testbed::ResultsFile::AbandonedAFile()) {
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
+  return rc;
 }

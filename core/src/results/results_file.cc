@@ -9,6 +9,7 @@
 #include <H5Cpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +26,8 @@ namespace testbed {
 namespace {
 
 constexpr const char* kFormat = "testbed-results-1";
+
+std::atomic<bool> g_abandoned{false};
 
 H5::StrType VarStr() {
   H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
@@ -502,6 +505,19 @@ absl::Status SyncAndRename(const std::filesystem::path& tmp, const std::filesyst
 
 constexpr const char* kTempInfix = ".tmp-";
 
+// Closes a file just written; the close throws when its data cannot be flushed (disk full,
+// file-size limit). A failed close is not retried by the destructor, which would crash the
+// HDF5 library: the handle is abandoned (the temporary copy it wrote is removed by the caller).
+void CloseOrAbandon(std::unique_ptr<H5::H5File> f) {
+  try {
+    f->close();
+  } catch (const H5::Exception&) {
+    (void)f.release();
+    g_abandoned.store(true);
+    throw;
+  }
+}
+
 std::filesystem::path TempPath(const std::filesystem::path& path) {
   return std::filesystem::path(absl::StrCat(path.string(), kTempInfix, ::getpid()));
 }
@@ -670,6 +686,8 @@ absl::StatusOr<ResultsFile> ResultsFile::Open(const std::filesystem::path& path,
   return rf;
 }
 
+bool ResultsFile::AbandonedAFile() noexcept { return g_abandoned.load(); }
+
 absl::StatusOr<std::string> ResultsFile::MoveAside(const std::filesystem::path& path) {
   const std::string stamp = absl::StrCat(path.string(), ".", std::time(nullptr));
   for (int n = 1; n < 10000; ++n) {
@@ -714,18 +732,22 @@ absl::Status ResultsFile::Append(const StoredRun& run) {
         std::filesystem::remove(tmp, ec);
         return s;
       }
-      H5::H5File f(tmp.string(), H5F_ACC_RDWR);
-      WriteHeader(f, header_);
-      WriteRun(f, run);
+      auto f = std::make_unique<H5::H5File>(tmp.string(), H5F_ACC_RDWR);
+      WriteHeader(*f, header_);
+      WriteRun(*f, run);
+      CloseOrAbandon(std::move(f));
     } else {
-      H5::H5File f(tmp.string(), H5F_ACC_TRUNC);
-      Attr(f, "created", run.start_time);
-      WriteHeader(f, header_);
-      WriteRun(f, run);
+      auto f = std::make_unique<H5::H5File>(tmp.string(), H5F_ACC_TRUNC);
+      Attr(*f, "created", run.start_time);
+      WriteHeader(*f, header_);
+      WriteRun(*f, run);
+      CloseOrAbandon(std::move(f));
     }
   } catch (const H5::Exception& e) {
     std::filesystem::remove(tmp, ec);
-    return absl::InternalError(absl::StrCat(path_.string(), ": cannot write run '", run.id, "': ", e.getDetailMsg()));
+    return absl::InternalError(absl::StrCat(path_.string(), ": cannot write run '", run.id,
+                                            "' (disk full or a file-size limit?): ", e.getDetailMsg(),
+                                            "; the file keeps the runs written before"));
   }
   if (absl::Status s = results::Seal(tmp); !s.ok()) {
     std::filesystem::remove(tmp, ec);

@@ -88,6 +88,11 @@ class ResultsFile {
   // `<path>.<unix time>-2.bak`, ...) without ever replacing one; returns that name.
   [[nodiscard]] static absl::StatusOr<std::string> MoveAside(const std::filesystem::path& path);
 
+  // Whether a write failed so that the HDF5 library holds a file it could not close (disk
+  // full, file-size limit). The library's own clean-up at exit then crashes: a program should
+  // end without it (std::_Exit after flushing its output), as `testbed` does.
+  [[nodiscard]] static bool AbandonedAFile() noexcept;
+
   // A completed run already in the file, if any.
   [[nodiscard]] const StoredRun* Find(const std::string& id) const;
   [[nodiscard]] const std::vector<StoredRun>& runs() const noexcept { return runs_; }
