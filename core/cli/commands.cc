@@ -155,6 +155,14 @@ int Show(const ShowArgs& args) {
 
 namespace testbed::cli {
 
+int Compact(const std::string& file) {
+  auto done = ResultsFile::Compact(file);
+  if (!done.ok()) return Fail(done.status());
+  std::printf("%s: %d runs, %.1f MB -> %.1f MB\n", file.c_str(), done->runs, done->bytes_before / 1e6,
+              done->bytes_after / 1e6);
+  return 0;
+}
+
 int Trace(const TraceArgs& args) {
   auto contents = ResultsFile::Read(args.file, /*with_tables=*/true);
   if (!contents.ok()) return Fail(contents.status());

@@ -62,5 +62,7 @@ struct TraceArgs {
 };
 // Writes the run's timeline as Chrome-trace JSON to stdout.
 int Trace(const TraceArgs& args);
+// Rewrites a results file without dead space; prints its size before and after.
+int Compact(const std::string& file);
 
 }  // namespace testbed::cli

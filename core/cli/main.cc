@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   show->add_option("--run", show_args.run, "print every metric of one run (id or index)");
   show->add_flag("--exact", show_args.exact, "with --run: values with 17 significant digits, to compare runs bit for bit");
 
+  std::string compact_file;
+  auto* compact = app.add_subcommand("compact", "rewrite a results file without the space of replaced runs");
+  compact->add_option("results", compact_file, "results HDF5 file")->required();
   testbed::cli::TraceArgs trace_args;
   auto* trace = app.add_subcommand("trace", "write a run's timeline as Chrome-trace JSON (open it in Perfetto)");
   trace->add_option("results", trace_args.file, "results HDF5 file")->required();
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
     if (plugins->parsed()) rc = testbed::cli::Plugins(env, plugins_args);
     if (show->parsed()) rc = testbed::cli::Show(show_args);
     if (trace->parsed()) rc = testbed::cli::Trace(trace_args);
+    if (compact->parsed()) rc = testbed::cli::Compact(compact_file);
     if (cost->parsed()) rc = testbed::cli::Cost(env, cost_args);
   } catch (const std::bad_alloc&) {
     std::fputs("error: out of memory: the experiment describes more than this machine can hold (fewer layers, "

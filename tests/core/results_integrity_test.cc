@@ -2,7 +2,8 @@
 // (3,000 spread over it, and every byte of the seal) are refused with a clear error and never crashes the reader; an unsealed (older or
 // damaged-seal) file with random bytes changed is read in a child first, so no change crashes
 // this process; four processes writing one file at once keep every one of their runs;
-// backups of --fresh never replace one another; temporaries of dead writers are removed.
+// backups of --fresh never replace one another; temporaries of dead writers are removed;
+// replaced runs leave no dead space, and compaction removes what older versions left.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,8 @@
 #include <algorithm>
 #include <random>
 #include <set>
+
+#include <H5Cpp.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -192,6 +195,75 @@ TEST(ResultsIntegrity, TemporariesOfDeadWritersAreRemovedAtOpen) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_FALSE(std::filesystem::exists(dead));
   EXPECT_TRUE(std::filesystem::exists(alive));
+}
+
+StoredRun BigRun(const std::string& id, int index, double value) {
+  StoredRun r = MakeRun(id, index);
+  r.output.metrics.Add("stage_balance", value, "1", Better::kLower);
+  Table t;
+  t.name = "timeline";
+  std::vector<double> column(20000);
+  for (size_t i = 0; i < column.size(); ++i) column[i] = value + static_cast<double>(i);
+  t.columns.push_back(Column{"start_s", "s", column});
+  r.output.tables.push_back(t);
+  return r;
+}
+
+// Rerunning runs replaces them without leaving their old space behind: after 20 reruns the
+// file is about the size of its live runs (before, every rerun added a run's worth).
+TEST(ResultsIntegrity, ReplacedRunsLeaveNoDeadSpace) {
+  testing::TempDir dir;
+  const auto path = dir / "r.h5";
+  auto f = ResultsFile::Open(path, Header());
+  ASSERT_TRUE(f.ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(f->Append(BigRun(absl::StrCat("a@", i), i, i)).ok());
+  const auto live = std::filesystem::file_size(path);
+  for (int k = 1; k <= 20; ++k) ASSERT_TRUE(f->Append(BigRun("a@0", 0, 100.0 * k)).ok());
+  EXPECT_LT(std::filesystem::file_size(path), live + live / 5);
+  auto c = ResultsFile::Read(path, true);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->runs.size(), 4u);
+  EXPECT_EQ(c->runs[0].output.metrics.Find("stage_balance")->value, 2000.0);
+  EXPECT_EQ(c->runs[3].output.metrics.Find("stage_balance")->value, 3.0);
+}
+
+// A file with dead space (as earlier versions left after reruns) is compacted to its live
+// runs, which read back the same.
+TEST(ResultsIntegrity, CompactRemovesDeadSpaceAndKeepsEveryRun) {
+  testing::TempDir dir;
+  const auto path = dir / "r.h5";
+  {
+    auto f = ResultsFile::Open(path, Header());
+    ASSERT_TRUE(f.ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(f->Append(BigRun(absl::StrCat("a@", i), i, i)).ok());
+  }
+  auto before = ResultsFile::Read(path, true);
+  ASSERT_TRUE(before.ok());
+  // Dead space the old way: the same run unlinked and written again, ten times, in place.
+  std::string bytes = testing::ReadFile(path);
+  bytes.resize(bytes.size() - results::kSealBytes);
+  testing::WriteFile(path, bytes);
+  for (int k = 0; k < 10; ++k) {
+    H5::H5File h(path.string(), H5F_ACC_RDWR);
+    H5::Group runs = h.openGroup("runs");
+    runs.unlink("a@1");
+    H5::Group g = runs.createGroup("a@1");
+    std::vector<double> filler(20000, 1.0);
+    hsize_t n = filler.size();
+    g.createDataSet("filler", H5::PredType::NATIVE_DOUBLE, H5::DataSpace(1, &n)).write(filler.data(), H5::PredType::NATIVE_DOUBLE);
+  }
+  const auto bloated = std::filesystem::file_size(path);
+  auto done = ResultsFile::Compact(path);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->runs, 3);
+  EXPECT_EQ(done->bytes_before, static_cast<std::int64_t>(bloated));
+  EXPECT_LT(done->bytes_after * 3, done->bytes_before);
+  auto after = ResultsFile::Read(path, true);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->runs.size(), 3u);
+  EXPECT_EQ(after->runs[0].output.tables[0].columns[0].values, before->runs[0].output.tables[0].columns[0].values);
+  EXPECT_EQ(after->header.experiment, "integrity");
+  EXPECT_EQ(results::CheckSeal(path).value(), results::SealState::kSealed);
 }
 
 TEST(ResultsIntegrity, SealDetectsEveryChangedWord) {

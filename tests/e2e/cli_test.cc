@@ -475,6 +475,18 @@ TEST_F(CliTest, FreshKeepsTheOldFileAsABackup) {
   EXPECT_EQ(backups, 3);
 }
 
+TEST_F(CliTest, CompactRewritesAResultsFileWithItsRuns) {
+  const std::string file = Experiment("basic", kBasic);
+  ASSERT_EQ(Cli({"run", file}).code, 0);
+  CliResult c = Cli({"compact", Out("basic")});
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_THAT(c.out, HasSubstr(Out("basic") + ": 6 runs, "));
+  CliResult show = Cli({"show", Out("basic")});
+  EXPECT_EQ(show.code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("recompute"));
+  EXPECT_NE(Cli({"compact", (dir_ / "none.h5").string()}).code, 0);
+}
+
 // Results files with changed bytes, sealed (as written now) and unsealed (as written before
 // seals): show, show --run, trace and run --dry-run refuse or read them, and never crash.
 TEST_F(CliTest, ChangedBytesInAResultsFileNeverCrashACommand) {

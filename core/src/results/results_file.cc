@@ -518,6 +518,16 @@ void CloseOrAbandon(std::unique_ptr<H5::H5File> f) {
   }
 }
 
+// A new file at `path` holding `runs` and nothing else (no dead space).
+void WriteFresh(const std::filesystem::path& path, const ResultsHeader& header, const std::string& created,
+                const std::vector<StoredRun>& runs) {
+  auto f = std::make_unique<H5::H5File>(path.string(), H5F_ACC_TRUNC);
+  Attr(*f, "created", created);
+  WriteHeader(*f, header);
+  for (const StoredRun& r : runs) WriteRun(*f, r);
+  CloseOrAbandon(std::move(f));
+}
+
 std::filesystem::path TempPath(const std::filesystem::path& path) {
   return std::filesystem::path(absl::StrCat(path.string(), kTempInfix, ::getpid()));
 }
@@ -688,6 +698,40 @@ absl::StatusOr<ResultsFile> ResultsFile::Open(const std::filesystem::path& path,
 
 bool ResultsFile::AbandonedAFile() noexcept { return g_abandoned.load(); }
 
+absl::StatusOr<ResultsFile::Compaction> ResultsFile::Compact(const std::filesystem::path& path) {
+  H5::Exception::dontPrint();
+  TESTBED_ASSIGN_OR_RETURN(std::unique_ptr<WriteLock> lock, WriteLock::Take(path));
+  Compaction out;
+  std::error_code ec;
+  out.bytes_before = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
+  TESTBED_ASSIGN_OR_RETURN(Contents c, Read(path, /*with_tables=*/true));
+  out.runs = static_cast<int>(c.runs.size());
+  std::string created;
+  try {
+    H5::H5File f(path.string(), H5F_ACC_RDONLY);
+    created = ReadStr(f, "created");
+  } catch (const H5::Exception&) {
+  }
+  const std::filesystem::path tmp = TempPath(path);
+  try {
+    WriteFresh(tmp, c.header, created, c.runs);
+  } catch (const H5::Exception& e) {
+    std::filesystem::remove(tmp, ec);
+    return absl::InternalError(absl::StrCat(path.string(), ": cannot compact (disk full?): ", e.getDetailMsg(),
+                                            "; the file is unchanged"));
+  }
+  if (absl::Status s = results::Seal(tmp); !s.ok()) {
+    std::filesystem::remove(tmp, ec);
+    return s;
+  }
+  if (absl::Status s = SyncAndRename(tmp, path); !s.ok()) {
+    std::filesystem::remove(tmp, ec);
+    return s;
+  }
+  out.bytes_after = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
+  return out;
+}
+
 absl::StatusOr<std::string> ResultsFile::MoveAside(const std::filesystem::path& path) {
   const std::string stamp = absl::StrCat(path.string(), ".", std::time(nullptr));
   for (int n = 1; n < 10000; ++n) {
@@ -733,9 +777,21 @@ absl::Status ResultsFile::Append(const StoredRun& run) {
         return s;
       }
       auto f = std::make_unique<H5::H5File>(tmp.string(), H5F_ACC_RDWR);
-      WriteHeader(*f, header_);
-      WriteRun(*f, run);
-      CloseOrAbandon(std::move(f));
+      const bool replaces = f->nameExists("runs") && f->openGroup("runs").nameExists(run.id);
+      if (replaces) {
+        // A replaced run would leave its space dead in the file: write the file afresh instead.
+        const std::string created = ReadStr(*f, "created", run.start_time);
+        CloseOrAbandon(std::move(f));
+        std::filesystem::remove(tmp, ec);
+        TESTBED_ASSIGN_OR_RETURN(Contents c, Read(path_, /*with_tables=*/true));
+        std::erase_if(c.runs, [&](const StoredRun& r) { return r.id == run.id; });
+        c.runs.push_back(run);
+        WriteFresh(tmp, header_, created, c.runs);
+      } else {
+        WriteHeader(*f, header_);
+        WriteRun(*f, run);
+        CloseOrAbandon(std::move(f));
+      }
     } else {
       auto f = std::make_unique<H5::H5File>(tmp.string(), H5F_ACC_TRUNC);
       Attr(*f, "created", run.start_time);

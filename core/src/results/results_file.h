@@ -15,7 +15,8 @@
 // turns under an advisory lock on `<file>.lock`, each starting from the file as the previous
 // one left it, so processes sharing a file lose none of each other's runs. Every write ends
 // with a seal (file_seal.h) checked before the HDF5 library reads the file; an unsealed file
-// is read in a child process first, so no corrupt file can crash the reader.
+// is read in a child process first, so no corrupt file can crash the reader. Replacing a run
+// writes the file afresh, so its size stays that of its live runs.
 #pragma once
 
 #include <cstdint>
@@ -87,6 +88,15 @@ class ResultsFile {
   // Moves `path` aside to a backup name no other file has (`<path>.<unix time>.bak`, then
   // `<path>.<unix time>-2.bak`, ...) without ever replacing one; returns that name.
   [[nodiscard]] static absl::StatusOr<std::string> MoveAside(const std::filesystem::path& path);
+
+  // Rewrites a results file with its runs and nothing else (appending never leaves dead
+  // space, but files written by earlier versions may hold some), under the writers' lock.
+  struct Compaction {
+    std::int64_t bytes_before = 0;
+    std::int64_t bytes_after = 0;
+    int runs = 0;
+  };
+  [[nodiscard]] static absl::StatusOr<Compaction> Compact(const std::filesystem::path& path);
 
   // Whether a write failed so that the HDF5 library holds a file it could not close (disk
   // full, file-size limit). The library's own clean-up at exit then crashes: a program should
