@@ -553,6 +553,72 @@ preset = "gpt-1.5b"
   EXPECT_THAT(again.out, HasSubstr(absl::StrCat("6 runs: ", 6 - done, " ran, ", done, " already in")));
 }
 
+// Ctrl-C cancels a simulation in progress (GPT 20B on 32,768 simulated H100s, seconds of
+// work): the command stops with the resume message and records nothing for the cut-short run,
+// which the same command then runs again. A second Ctrl-C ends the process at once.
+TEST_F(CliTest, InterruptCancelsASimulationInProgress) {
+  const std::string text = R"([experiment]
+name = "long"
+backend = "sim"
+output = "{OUT}"
+timeline = "off"
+[cluster]
+preset = "h100-superpod"
+nodes = 4096
+[model]
+preset = "gpt-20b"
+[train]
+micro_batch = 1
+micro_batches = 8
+precision = "bf16"
+[parallel]
+tp = 1
+pp = 8
+recompute = "full"
+[[arm]]
+name = "1f1b"
+partitioner = "megatron.uniform"
+scheduler = "1f1b"
+)";
+  const std::string file = Experiment("long", text);
+  const pid_t pid = Spawn({"run", file}, TESTBED_REAL_PLUGIN_DIR, "long");
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ::kill(pid, SIGINT);
+  CliResult stopped = Collect(pid, "long");
+  EXPECT_EQ(stopped.code, 1) << stopped.err;
+  EXPECT_THAT(stopped.err, HasSubstr("interrupted after 0 of 1 runs"));
+  auto c = ResultsFile::Read(Out("long"), false);
+  EXPECT_TRUE(!c.ok() || c->runs.empty()) << "a cancelled run was recorded";
+
+}
+
+// A second Ctrl-C while the first waits for a run to end (a planner sleeping 3 s) ends the
+// process at once, by the signal.
+TEST_F(CliTest, SecondInterruptEndsTheProcessAtOnce) {
+  const std::string file = Experiment("slow", R"(device_model = "fixture.flops"
+partitioner = { use = "fixture.slow", sleep_ms = 3000 }
+[experiment]
+name = "slow"
+backend = "plan"
+output = "{OUT}"
+[cluster]
+preset = "hpwnv"
+[model]
+preset = "gpt-1.5b"
+[[arm]]
+name = "a"
+)");
+  const pid_t pid = Spawn({"run", file}, kGoodPlugins, "slow");
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(pid, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // two signals sent at once merge
+  ::kill(pid, SIGINT);
+  CliResult killed = Collect(pid, "slow");
+  EXPECT_EQ(killed.code, 128 + SIGINT) << killed.err;
+}
+
 TEST_F(CliTest, KillDuringAnExperimentLeavesAReadableFileAndResumes) {
   std::string text = R"(device_model = "fixture.flops"
 partitioner = { use = "fixture.slow", sleep_ms = 300 }

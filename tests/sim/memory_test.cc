@@ -77,7 +77,10 @@ TEST(Memory, SimulatedPeakEqualsStaticPlusHeldActivations) {
   auto s = ExpandPipeline(ctx, OneFOneBProgram(2, 4), ExpandOptions{});
   ASSERT_TRUE(s.ok());
   SimInputs in{model, cluster, dm, ring};
-  auto r = Simulate(*s, in, SimOptions{true, true});
+  SimOptions opt;
+  opt.record_timeline = true;
+  opt.free_communication = true;
+  auto r = Simulate(*s, in, opt);
   ASSERT_TRUE(r.ok()) << r.status();
   for (int stage = 0; stage < 2; ++stage) {
     double act = 0;
@@ -107,7 +110,9 @@ TEST(Memory, FullRecomputationKeepsOnlyCheckpointsBetweenForwardAndBackward) {
   auto s = ExpandPipeline(ctx, GPipeProgram(1, 4), ExpandOptions{});
   ASSERT_TRUE(s.ok());
   SimInputs in{model, cluster, dm, ring};
-  auto r = Simulate(*s, in, SimOptions{false, true});
+  SimOptions opt;
+  opt.free_communication = true;
+  auto r = Simulate(*s, in, opt);
   ASSERT_TRUE(r.ok()) << r.status();
   double act = 0, ckpt = 0;
   for (const Layer& l : model.layers) {

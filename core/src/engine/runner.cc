@@ -25,7 +25,15 @@ namespace testbed {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-void OnSignal(int) { g_interrupted = true; }
+// The first Ctrl-C (or SIGTERM) stops the experiment after the runs in progress are cancelled
+// (a simulation polls for it); a second one ends the process at once (every write is atomic,
+// so the results file keeps every completed run).
+void OnSignal(int sig) {
+  if (g_interrupted.exchange(true)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
 
 std::string NowIso() {
   std::time_t t = std::time(nullptr);
@@ -67,7 +75,8 @@ StoredRun Execute(const ResolvedRun& run, const Registry& registry) {
     out.status = "ok";
     out.output = std::move(*result);
   } else {
-    out.status = "failed";
+    // A run cut short by an interrupt is not a result: it is not recorded, and reruns.
+    out.status = result.status().code() == absl::StatusCode::kCancelled && g_interrupted ? "cancelled" : "failed";
     out.error = std::string(result.status().message());
   }
   return out;
@@ -242,7 +251,7 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
         const ResolvedRun& run = runs[todo[k]];
         progress.Started(run.spec.id);
         StoredRun result = Execute(run, registry);
-        progress.Finished(run.spec.id, result.status == "ok", result.wall_time_s);
+        if (result.status != "cancelled") progress.Finished(run.spec.id, result.status == "ok", result.wall_time_s);
         {
           std::lock_guard<std::mutex> lock(mu);
           finished.push_back(std::move(result));
@@ -267,6 +276,7 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
     StoredRun r = std::move(finished.front());
     finished.pop_front();
     lock.unlock();
+    if (r.status == "cancelled") continue;
     if (r.status == "ok") ++summary.ran; else ++summary.failed, ++summary.ran;
     if (write_error.ok()) {
       write_error = file->Append(r);

@@ -54,6 +54,7 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
   SimOptions opt;
   opt.free_communication = settings.free_communication;
   opt.rate_updates = settings.rate_updates;
+  opt.cancelled = settings.cancelled;
   opt.record_timeline = with_tables && (settings.timeline == "on" ||
                                         (settings.timeline == "auto" &&
                                          static_cast<std::int64_t>(schedule->size()) <= settings.timeline_max_tasks));
@@ -106,7 +107,8 @@ const BackendInfo& SimBackend::Info() {
   return info;
 }
 
-absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry& registry, const RunControl&) {
+absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry& registry,
+                                          const RunControl& control) {
   auto make = [&](ComponentKind kind) -> const ComponentChoice& { return *run.Component(kind); };
   TESTBED_ASSIGN_OR_RETURN(auto device_model, registry.Create<DeviceModel>(make(ComponentKind::kDeviceModel).name,
                                                                           make(ComponentKind::kDeviceModel).params));
@@ -121,6 +123,7 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
   settings.memory_reserve_bytes = read_sim.Get<double>("memory_reserve_gib") * kGiB;
   settings.check_schedule = read_sim.Get<bool>("check_schedule");
   settings.free_communication = read_sim.Get<bool>("free_communication");
+  settings.cancelled = control.cancelled;
   settings.rate_updates =
       read_sim.Get<std::string>("rate_updates") == "full" ? RateUpdates::kFull : RateUpdates::kIncremental;
   settings.timeline_max_tasks = read_sim.Get<std::int64_t>("timeline_max_tasks");

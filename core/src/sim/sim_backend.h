@@ -4,6 +4,8 @@
 // memory peaks (refusing plans that do not fit), link traffic and the timeline.
 #pragma once
 
+#include <functional>
+
 #include "engine/backend.h"
 #include "sim/simulator.h"
 #include "testbed/collective.h"
@@ -19,6 +21,7 @@ struct SimSettings {
   bool check_schedule = true;
   bool free_communication = false;
   RateUpdates rate_updates = RateUpdates::kIncremental;
+  std::function<bool()> cancelled;  // the run's RunControl::cancelled
   std::int64_t timeline_max_tasks = 200000;
   std::string timeline = "auto";  // from [experiment] timeline
   const GradientCompression* compression = nullptr;  // the run's compressor, if any

@@ -53,7 +53,10 @@ class Engine {
     for (TaskId t = 0; t < n_; ++t) {
       if (ctl_[static_cast<size_t>(t)].wait == 0 && !ctl_[static_cast<size_t>(t)].started) TryStart(t);
     }
-    while (!events_.empty() && error_.ok()) {
+    for (std::uint64_t handled = 0; !events_.empty() && error_.ok(); ++handled) {
+      if ((handled & 0xFFFF) == 0 && opt_.cancelled && opt_.cancelled()) {
+        return absl::CancelledError(absl::StrCat("simulation interrupted after ", done_, " of ", n_, " tasks"));
+      }
       const Event e = events_.top();
       events_.pop();
       // A superseded event (its transfer was re-rated, or, under processor sharing, its

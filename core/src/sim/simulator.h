@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,9 @@ struct SimOptions {
   // 0: every device computes on its own.
   int shared_cores = 0;
   RateUpdates rate_updates = RateUpdates::kIncremental;
+  // Polled every 65,536 events (and before the first): true ends the simulation with
+  // Cancelled (an interrupted `testbed run`).
+  std::function<bool()> cancelled;
 };
 
 struct SimDeviceStats {
