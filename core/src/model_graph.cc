@@ -67,6 +67,20 @@ absl::Status CheckShape(const ModelShape& s) {
   if (s.experts > 0 && (s.top_k < 1 || s.top_k > s.experts)) {
     return bad(absl::StrCat("top_k (", s.top_k, ") must be in [1, experts = ", s.experts, "]"));
   }
+  // Sizes derived from these are 64-bit integers (parameters, bytes): checked here in floating
+  // point, so a shape whose counts would overflow is refused instead of wrapping.
+  const double h = static_cast<double>(s.hidden), seq = static_cast<double>(s.seq_len);
+  const double f = s.ffn_hidden > 0 ? static_cast<double>(s.ffn_hidden) : 4 * h;
+  const double params = static_cast<double>(s.layers) * (4 * h * h + 2 * h * f * std::max<double>(1, s.experts)) +
+                        static_cast<double>(s.vocab) * h + seq * h;
+  if (params > 1e17) {
+    return bad(absl::StrFormat("about %.3g parameters, more than the 1e17 the testbed counts exactly (lower layers, "
+                               "hidden, ffn_hidden, experts or vocab)", params));
+  }
+  if (seq * std::max(h, f) > 1e12) {
+    return bad(absl::StrFormat("seq_len x hidden (or ffn_hidden) is %.3g elements per sample, more than 1e12",
+                               seq * std::max(h, f)));
+  }
   return absl::OkStatus();
 }
 

@@ -91,12 +91,16 @@ std::string ParamSpec::DescribeExpected() const {
   if (!choices_.empty()) {
     absl::StrAppend(&out, ", one of {", absl::StrJoin(choices_, ", "), "}");
   }
+  // Bounds of an int read as integers ("in [1, 1048576]", not "[1.0, 1048576.0]").
+  auto bound = [&](double v) {
+    return type_ == ParamType::kInt && std::abs(v) < 9e15 ? absl::StrCat(static_cast<std::int64_t>(v)) : FormatDouble(v);
+  };
   if (min_ && max_) {
-    absl::StrAppend(&out, " in [", FormatDouble(*min_), ", ", FormatDouble(*max_), "]");
+    absl::StrAppend(&out, " in [", bound(*min_), ", ", bound(*max_), "]");
   } else if (min_) {
-    absl::StrAppend(&out, " >= ", FormatDouble(*min_));
+    absl::StrAppend(&out, " >= ", bound(*min_));
   } else if (max_) {
-    absl::StrAppend(&out, " <= ", FormatDouble(*max_));
+    absl::StrAppend(&out, " <= ", bound(*max_));
   }
   if (!unit_.empty()) absl::StrAppend(&out, " (", unit_, ")");
   return out;

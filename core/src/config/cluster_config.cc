@@ -35,7 +35,7 @@ const std::vector<ParamSpec>& NodeSchema() {
   static const std::vector<ParamSpec> schema = {
       ParamSpec::String("name", "").Doc("node type name"),
       ParamSpec::String("doc", "").Doc("one line"),
-      ParamSpec::Int("devices", 1).Min(1).Unit("devices").Doc("accelerators per node, named gpu0, gpu1, ..."),
+      ParamSpec::Int("devices", 1).Range(1, 1 << 20).Unit("devices").Doc("accelerators per node, named gpu0, gpu1, ..."),
       ParamSpec::StringList("hubs", {}).Doc("other endpoints inside the node: CPU sockets, PCIe switches, NVSwitch"),
       ParamSpec::StringList("hosts", {}).Doc("hubs that are host memory, the ends of host-device copies (default: hubs named cpu*)"),
       ParamSpec::StringList("nics", {}).Doc("network interfaces to the inter-node fabric"),
@@ -51,7 +51,7 @@ const std::vector<ParamSpec>& ClusterSchema() {
   static const std::vector<ParamSpec> schema = {
       ParamSpec::String("name", "").Doc("cluster name"),
       ParamSpec::String("doc", "").Doc("one line"),
-      ParamSpec::Int("nodes", 1).Min(1).Unit("nodes").Doc("how many nodes of `node`"),
+      ParamSpec::Int("nodes", 1).Range(1, 1 << 24).Unit("nodes").Doc("how many nodes of `node`"),
       ParamSpec::Choice("routes", "lazy", {"lazy", "all_pairs"})
           .Doc("lazy: routes inside a node found per source on first use; all_pairs: every pair when built (reference)"),
       ParamSpec::Double("memory_limit_gib", 0).Min(0).Unit("GiB")
@@ -70,7 +70,7 @@ const std::vector<ParamSpec>& NetworkSchema() {
 const std::vector<ParamSpec>& NetworkTierSchema() {
   static const std::vector<ParamSpec> schema = {
       ParamSpec::String("name", "").Doc("tier name, for link names and reports (default: tier0, tier1, ...)"),
-      ParamSpec::Int("fan_in", 0).Min(0).Unit("units")
+      ParamSpec::Int("fan_in", 0).Range(0, 1 << 24).Unit("units")
           .Doc("nodes under one switch of the first tier, switches of the tier below under one of this tier "
                "(required but for the top tier, which joins everything)"),
       ParamSpec::Double("uplink_gb_per_s", 0).Min(0).Unit("GB/s")
@@ -350,7 +350,7 @@ std::shared_ptr<const Cluster> ResolveCluster(const ConfigDoc& doc, const KeyPat
         ConfigDoc group_doc;
         (void)group_doc.Set({"group"}, *gt, *merged, gp);
         ParamSet gpar = ResolveParams(group_doc, {"group"},
-                                      {ParamSpec::Int("nodes", 1).Min(1).Unit("nodes").Doc("node count")},
+                                      {ParamSpec::Int("nodes", 1).Range(1, 1 << 24).Unit("nodes").Doc("node count")},
                                       absl::StrCat(owner, " group ", i), {"node"}, errors);
         if (!group_doc.Get({"group", "node"})) {
           errors.Add(merged->Where(gp), absl::StrCat(owner, " group ", i, ": missing 'node'"));

@@ -17,16 +17,16 @@ const std::vector<ParamSpec>& ModelSchema() {
       ParamSpec::String("doc", "").Doc("one line about the model and where its shape comes from"),
       ParamSpec::Choice("family", "gpt", {"gpt", "bert", "moe-gpt", "mlp", "layers"})
           .Doc("causal GPT, bidirectional BERT, GPT with MoE FFNs, an MLP classifier, or layers with measured times"),
-      ParamSpec::Int("layers", 0).Min(1).Unit("blocks").Doc("transformer blocks (mlp: hidden layers); required but for family layers"),
-      ParamSpec::Int("hidden", 0).Min(1).Unit("elements").Doc("hidden size h; required but for family layers"),
-      ParamSpec::Int("heads", 0).Min(0).Unit("heads").Doc("attention heads a (h divisible by a; transformers only)"),
-      ParamSpec::Int("ffn_hidden", 0).Min(0).Unit("elements").Doc("FFN inner size; 0 means 4 x hidden"),
-      ParamSpec::Int("seq_len", 1024).Min(1).Unit("tokens").Doc("sequence length s"),
-      ParamSpec::Int("vocab", 50257).Min(1).Unit("tokens").Doc("vocabulary size V"),
-      ParamSpec::Int("experts", 0).Min(0).Unit("experts").Doc("experts per MoE layer (0: dense)"),
-      ParamSpec::Int("top_k", 1).Min(1).Unit("experts").Doc("experts each token is routed to"),
+      ParamSpec::Int("layers", 0).Range(1, 1 << 24).Unit("blocks").Doc("transformer blocks (mlp: hidden layers); required but for family layers"),
+      ParamSpec::Int("hidden", 0).Range(1, 1 << 24).Unit("elements").Doc("hidden size h; required but for family layers"),
+      ParamSpec::Int("heads", 0).Range(0, 1 << 20).Unit("heads").Doc("attention heads a (h divisible by a; transformers only)"),
+      ParamSpec::Int("ffn_hidden", 0).Range(0, 1 << 26).Unit("elements").Doc("FFN inner size; 0 means 4 x hidden"),
+      ParamSpec::Int("seq_len", 1024).Range(1, 1 << 24).Unit("tokens").Doc("sequence length s"),
+      ParamSpec::Int("vocab", 50257).Range(1, 2147483647).Unit("tokens").Doc("vocabulary size V"),
+      ParamSpec::Int("experts", 0).Range(0, 1 << 20).Unit("experts").Doc("experts per MoE layer (0: dense)"),
+      ParamSpec::Int("top_k", 1).Range(1, 1 << 20).Unit("experts").Doc("experts each token is routed to"),
       ParamSpec::Bool("tied_embeddings", true).Doc("output head shares the embedding matrix"),
-      ParamSpec::Int("inputs", 0).Min(0).Unit("features").Doc("mlp: input features"),
+      ParamSpec::Int("inputs", 0).Range(0, 1 << 30).Unit("features").Doc("mlp: input features"),
       ParamSpec::String("given_csv", "")
           .Doc("family layers: CSV of measured layers (name,fwd_ms,bwd_ms[,params,activation_mib,output_mib,micro_batch,repeat]), relative to this file"),
   };
@@ -39,11 +39,11 @@ const std::vector<ParamSpec>& GivenLayerSchema() {
       ParamSpec::String("name", "layer").Doc("layer name (numbered when repeated)"),
       ParamSpec::Double("fwd_ms", 0).Min(0).Required().Unit("ms").Doc("forward time of one micro-batch"),
       ParamSpec::Double("bwd_ms", 0).Min(0).Required().Unit("ms").Doc("backward time of one micro-batch"),
-      ParamSpec::Int("params", 0).Min(0).Unit("parameters").Doc("parameters (their gradients are all-reduced)"),
+      ParamSpec::Int("params", 0).Range(0, 1e15).Unit("parameters").Doc("parameters (their gradients are all-reduced)"),
       ParamSpec::Double("activation_mib", 0).Min(0).Unit("MiB").Doc("activations kept for backward, per sample"),
       ParamSpec::Double("output_mib", 0).Min(0).Unit("MiB").Doc("output handed to the next layer, per sample"),
-      ParamSpec::Int("micro_batch", 0).Min(0).Unit("samples").Doc("samples the times were measured for (0: the run's micro-batch)"),
-      ParamSpec::Int("repeat", 1).Min(1).Doc("copies of the layer in a row"),
+      ParamSpec::Int("micro_batch", 0).Range(0, 1 << 20).Unit("samples").Doc("samples the times were measured for (0: the run's micro-batch)"),
+      ParamSpec::Int("repeat", 1).Range(1, 1 << 24).Doc("copies of the layer in a row"),
   };
   return schema;
 }

@@ -30,12 +30,12 @@ const std::vector<ParamSpec>& ExperimentSchema() {
 
 const std::vector<ParamSpec>& TrainSchema() {
   static const std::vector<ParamSpec> schema = {
-      ParamSpec::Int("global_batch", 0).Min(0).Unit("samples").Doc("samples per iteration over all replicas (0: micro_batch x micro_batches x dp)"),
+      ParamSpec::Int("global_batch", 0).Range(0, 2147483647).Unit("samples").Doc("samples per iteration over all replicas (0: micro_batch x micro_batches x dp)"),
       ParamSpec::Int("micro_batch", 1).Range(1, 1 << 20).Unit("samples").Doc("samples per micro-batch"),
-      ParamSpec::Int("micro_batches", 0).Min(0).Unit("micro-batches").Doc("per replica when global_batch is 0 (0: 1)"),
+      ParamSpec::Int("micro_batches", 0).Range(0, 1 << 24).Unit("micro-batches").Doc("per replica when global_batch is 0 (0: 1)"),
       ParamSpec::Choice("precision", "fp16", {"fp32", "tf32", "fp16", "bf16"}).Doc("training precision of matrix work"),
       ParamSpec::Choice("optimizer", "adam", {"adam", "sgd"}).Doc("adam: mixed-precision Adam, 16 bytes of state per parameter"),
-      ParamSpec::Int("steps", 1).Min(1).Unit("iterations").Doc("iterations to simulate or train"),
+      ParamSpec::Int("steps", 1).Range(1, 1 << 24).Unit("iterations").Doc("iterations to simulate or train"),
       ParamSpec::Double("learning_rate", 1e-3).Min(0).Doc("optimizer step size"),
       ParamSpec::Bool("optimizer_step", true).Doc("false: an iteration ends with the gradient exchange (no optimizer kernel)"),
   };
@@ -44,14 +44,14 @@ const std::vector<ParamSpec>& TrainSchema() {
 
 const std::vector<ParamSpec>& ParallelSchema() {
   static const std::vector<ParamSpec> schema = {
-      ParamSpec::Int("tp", 1).Min(1).Unit("devices").Doc("tensor-parallel degree"),
-      ParamSpec::Int("pp", 1).Min(1).Unit("stages").Doc("pipeline-parallel degree"),
-      ParamSpec::Int("dp", 0).Min(0).Unit("replicas").Doc("data-parallel degree (0: devices / (tp x pp))"),
-      ParamSpec::Int("virtual_stages", 1).Min(1).Unit("chunks").Doc("model chunks per pipeline stage (interleaved 1F1B)"),
+      ParamSpec::Int("tp", 1).Range(1, 1 << 20).Unit("devices").Doc("tensor-parallel degree"),
+      ParamSpec::Int("pp", 1).Range(1, 1 << 20).Unit("stages").Doc("pipeline-parallel degree"),
+      ParamSpec::Int("dp", 0).Range(0, 1 << 24).Unit("replicas").Doc("data-parallel degree (0: devices / (tp x pp))"),
+      ParamSpec::Int("virtual_stages", 1).Range(1, 1 << 20).Unit("chunks").Doc("model chunks per pipeline stage (interleaved 1F1B)"),
       ParamSpec::Choice("recompute", "none", {"none", "full", "selective"}).Doc("activation recomputation"),
       ParamSpec::Bool("sequence_parallel", false).Doc("Megatron sequence parallelism alongside TP"),
       ParamSpec::Int("zero_stage", 0).Range(0, 3).Doc("ZeRO sharding of optimizer state (1), gradients (2), parameters (3)"),
-      ParamSpec::Int("ep", 1).Min(1).Unit("ranks").Doc("expert-parallel degree: data-parallel replicas sharing one set of experts (MoE)"),
+      ParamSpec::Int("ep", 1).Range(1, 1 << 24).Unit("ranks").Doc("expert-parallel degree: data-parallel replicas sharing one set of experts (MoE)"),
   };
   return schema;
 }

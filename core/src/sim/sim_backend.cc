@@ -96,7 +96,7 @@ const BackendInfo& SimBackend::Info() {
         ParamSpec::Bool("free_communication", false).Doc("communication takes no time (for closed-form checks)"),
         ParamSpec::Choice("rate_updates", "incremental", {"incremental", "full"})
             .Doc("how transfer rates follow a start or stop: only the changed links (incremental) or every link of every affected transfer (full, the former engine); identical results"),
-        ParamSpec::Int("timeline_max_tasks", 200000).Min(0).Unit("tasks").Doc("largest schedule whose timeline is kept when timeline = auto"),
+        ParamSpec::Int("timeline_max_tasks", 200000).Range(0, 2147483647).Unit("tasks").Doc("largest schedule whose timeline is kept when timeline = auto"),
         ParamSpec::Choice("compress", "all", {"all", "embedding"})
             .Doc("with a compressor: compress every gradient, or the embedding's (sparse) only"),
         ParamSpec::Double("embedding_density", 0.0).Range(0, 1)
