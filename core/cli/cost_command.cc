@@ -1,9 +1,11 @@
 #include "cli/cost_command.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "config/cluster_config.h"
 #include "testbed/collective.h"
 #include "testbed/device_model.h"
@@ -19,7 +21,7 @@ namespace {
 std::string DefaultNode(const std::string& device) {
   if (device == "rtx3090") return "hpwnv";
   if (device == "rtx2080ti") return "lpwnv";
-  if (device == "a100-80gb" || device == "a100-40gb") return "dgx-a100";
+  if (device == "a100-80gb") return "dgx-a100";
   if (device == "h100-sxm" || device == "h200") return "dgx-h100";
   return "";
 }
@@ -30,8 +32,13 @@ absl::Status Run(Env& env, const CostArgs& a) {
   // The device and a cluster holding a tensor-parallel group of `tp` of them.
   const std::string node = a.cluster.empty() ? DefaultNode(a.device) : a.cluster;
   if (node.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("no default node type for device '", a.device,
-                                                   "'; pass --cluster <preset> whose node holds it"));
+    const std::vector<std::string> devices = env.presets->Names("devices");
+    if (std::find(devices.begin(), devices.end(), a.device) == devices.end()) {
+      return absl::NotFoundError(absl::StrCat("--device ", a.device, ": no such device preset; available: ",
+                                              absl::StrJoin(devices, ", ")));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("--device ", a.device, ": no cluster preset holds it by default; "
+                                                   "pass --cluster <preset> whose nodes hold ", a.device));
   }
   auto doc = ConfigDoc::ParseString(absl::StrCat("[cluster]\npreset = \"", node, "\"\n"), "--cluster");
   if (!doc.ok()) return doc.status();
@@ -45,7 +52,8 @@ absl::Status Run(Env& env, const CostArgs& a) {
   TESTBED_RETURN_IF_ERROR(errors.ToStatus());
   const DeviceSpec& spec = cluster->spec_of(0);
   if (spec.name != a.device) {
-    return absl::InvalidArgumentError(absl::StrCat("--cluster ", node, " holds ", spec.name, ", not ", a.device));
+    return absl::InvalidArgumentError(absl::StrCat("--cluster ", node, " holds ", spec.name, ", not --device ",
+                                                   a.device, "; pass a cluster preset whose nodes hold it"));
   }
 
   ModelShape shape;

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   run->add_option("--only", run_args.only, "run only this arm (repeatable)");
   run->add_option("--point", run_args.points, "run only this point, as named in run ids (repeatable)");
   run->add_flag("--dry-run", run_args.dry_run, "list the runs without running them");
-  run->add_option("-j,--jobs", run_args.jobs, "runs in parallel")->check(CLI::PositiveNumber);
+  run->add_option("-j,--jobs", run_args.jobs, "runs in parallel")->check(CLI::Range(1, 4096));
   run->add_flag("--fresh", run_args.fresh, "start a new results file (the old one is kept as a backup)");
   run->add_option("-o,--output", run_args.output, "results file (overrides [experiment] output)");
   run->add_flag("-q,--quiet", run_args.quiet, "no progress line");
@@ -66,12 +66,12 @@ int main(int argc, char** argv) {
   auto* cost = app.add_subcommand("cost", "modelled time and memory of one transformer layer's ops");
   cost->add_option("--device", cost_args.device, "device preset")->capture_default_str();
   cost->add_option("--cluster", cost_args.cluster, "cluster preset whose node holds the TP group (default: the device's usual node)");
-  cost->add_option("--hidden", cost_args.hidden, "hidden size")->capture_default_str();
-  cost->add_option("--heads", cost_args.heads, "attention heads (default hidden / 64)");
-  cost->add_option("--ffn", cost_args.ffn, "FFN size (default 4 x hidden)");
-  cost->add_option("--seq", cost_args.seq, "sequence length")->capture_default_str();
-  cost->add_option("--micro-batch", cost_args.micro_batch, "micro-batch size")->capture_default_str();
-  cost->add_option("--tp", cost_args.tp, "tensor-parallel degree")->capture_default_str()->check(CLI::PositiveNumber);
+  cost->add_option("--hidden", cost_args.hidden, "hidden size")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  cost->add_option("--heads", cost_args.heads, "attention heads (default hidden / 64)")->check(CLI::Range(1, 1 << 20));
+  cost->add_option("--ffn", cost_args.ffn, "FFN size (default 4 x hidden)")->check(CLI::Range(1, 1 << 26));
+  cost->add_option("--seq", cost_args.seq, "sequence length")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  cost->add_option("--micro-batch", cost_args.micro_batch, "micro-batch size")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cost->add_option("--tp", cost_args.tp, "tensor-parallel degree")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cost->add_flag("--sequence-parallel", cost_args.sequence_parallel, "Megatron sequence parallelism");
   cost->add_option("--precision", cost_args.precision, "fp32 | tf32 | fp16 | bf16")->capture_default_str();
   cost->add_option("--device-model", cost_args.device_model, "device_model component")->capture_default_str();

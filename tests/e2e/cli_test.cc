@@ -321,6 +321,34 @@ TEST_F(CliTest, ModelsTooLargeForMemoryAreRefusedNotAborted) {
   EXPECT_THAT(r.err, HasSubstr("'layers': expected int in [1, 16777216]"));
 }
 
+TEST_F(CliTest, CostPrintsALayerAndRefusesSizesOutOfRange) {
+  CliResult ok = Cli({"cost", "--hidden", "4096", "--json"}, TESTBED_REAL_PLUGIN_DIR);
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  for (const char* key : {"attn_fwd_s", "mlp_bwd_s", "memory_bytes"}) EXPECT_THAT(ok.out, HasSubstr(key));
+  CliResult wide = Cli({"cost", "--hidden", "1000000000000"}, TESTBED_REAL_PLUGIN_DIR);
+  EXPECT_NE(wide.code, 0);
+  EXPECT_THAT(wide.err + wide.out, HasSubstr("--hidden: Value 1000000000000 not in range"));
+}
+
+TEST_F(CliTest, FilesThatAreNotExperimentsAndBadOptionsGetClearMessages) {
+  CliResult dir = Cli({"run", dir_.path().string()});
+  EXPECT_EQ(dir.code, 1);
+  EXPECT_THAT(dir.err, HasSubstr(dir_.path().string() + ": is a directory, not a TOML file"));
+  CliResult zero = Cli({"validate", "/dev/zero"});  // ends, instead of reading forever
+  EXPECT_EQ(zero.code, 1);
+  EXPECT_THAT(zero.err, HasSubstr("/dev/zero: more than 64 MiB, too large for a TOML file"));
+  const std::string file = Experiment("basic", kBasic);
+  CliResult jobs = Cli({"run", file, "-j", "0"});
+  EXPECT_NE(jobs.code, 0);
+  EXPECT_THAT(jobs.err + jobs.out, HasSubstr("--jobs: Value 0 not in range 1 to 4096"));
+  CliResult device = Cli({"cost", "--device", "nosuch"}, TESTBED_REAL_PLUGIN_DIR);
+  EXPECT_EQ(device.code, 1);
+  EXPECT_THAT(device.err, HasSubstr("--device nosuch: no such device preset; available: a100-40gb"));
+  CliResult unheld = Cli({"cost", "--device", "v100"}, TESTBED_REAL_PLUGIN_DIR);
+  EXPECT_EQ(unheld.code, 1);
+  EXPECT_THAT(unheld.err, HasSubstr("--device v100: no cluster preset holds it by default"));
+}
+
 TEST_F(CliTest, ValidateReportsUnknownPresets) {
   std::string text = kBasic;
   text.replace(text.find("\"hpwnv\""), 7, "\"hpwvn\"");

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -89,13 +90,27 @@ absl::StatusOr<ConfigDoc> ConfigDoc::ParseString(absl::string_view text, std::st
 }
 
 absl::StatusOr<ConfigDoc> ConfigDoc::ParseFile(const std::filesystem::path& file) {
+  // A directory is refused; anything else (a pipe too) is read up to 64 MiB, so that a device
+  // such as /dev/zero is not read forever.
+  constexpr std::size_t kMaxBytes = std::size_t{64} << 20;
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(file.string(), ": is a directory, not a TOML file"));
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat(file.string(), ": cannot open (", std::strerror(errno), ")"));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseString(text.str(), file.string());
+  std::string text;
+  char chunk[65536];
+  while (in && text.size() <= kMaxBytes) {
+    in.read(chunk, sizeof(chunk));
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  }
+  if (text.size() > kMaxBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(file.string(), ": more than 64 MiB, too large for a TOML file"));
+  }
+  return ParseString(text, file.string());
 }
 
 const toml::node* ConfigDoc::Get(const KeyPath& path) const {
