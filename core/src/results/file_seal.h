@@ -6,7 +6,9 @@
 //                         so any change to one word is always detected)
 // HDF5 ignores bytes after its end of allocation, so a sealed file is still an ordinary HDF5
 // file for h5py and other readers. A file without a seal (written before seals, or whose seal
-// itself was damaged) is read first in a child process, so a crash there is an error here.
+// itself was damaged) is read in a child process, which writes a fresh sealed copy of what it
+// read for this process to read: a crash there is an error here, and memory the HDF5 library
+// corrupted while reading it is the child's, not ours.
 #pragma once
 
 #include <cstdint>

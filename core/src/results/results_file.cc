@@ -582,34 +582,94 @@ class WriteLock {
 
 absl::StatusOr<ResultsFile::Contents> ReadHdf5(const std::filesystem::path& path, bool with_tables);
 
-// Reads an unsealed file in a child process first: a file the HDF5 library crashes or hangs on
-// is refused here instead of taking this process down.
-absl::Status ProbeInChild(const std::filesystem::path& path) {
+// Reads an unsealed file in a child process, which writes what it read into a fresh, sealed
+// copy that this process then reads: a file that crashes or hangs the HDF5 library is refused
+// here instead of taking this process down, and a read that corrupted the child's memory
+// without crashing it never runs here at all.
+absl::StatusOr<ResultsFile::Contents> ReadThroughChild(const std::filesystem::path& path, bool with_tables) {
+  static std::atomic<int> copies{0};
+  const std::filesystem::path copy = std::filesystem::temp_directory_path() /
+                                     absl::StrCat("testbed-read-", ::getpid(), "-", copies++, ".h5");
+  int fds[2];
+  if (::pipe(fds) != 0) return ReadHdf5(path, with_tables);  // cannot isolate: read it here
   std::fflush(nullptr);
   const pid_t pid = ::fork();
-  if (pid < 0) return absl::OkStatus();  // cannot probe: read it directly
-  if (pid == 0) {
-    auto c = ReadHdf5(path, /*with_tables=*/true);
-    ::_exit(c.ok() ? 0 : 3);
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return ReadHdf5(path, with_tables);
   }
+  if (pid == 0) {
+    ::close(fds[0]);
+    auto c = ReadHdf5(path, /*with_tables=*/true);
+    if (!c.ok()) {
+      const std::string msg = absl::StrCat(static_cast<int>(c.status().code()), " ", c.status().message());
+      (void)!::write(fds[1], msg.data(), msg.size());
+      ::_exit(3);
+    }
+    try {
+      std::string created;
+      {
+        H5::H5File f(path.string(), H5F_ACC_RDONLY);
+        created = ReadStr(f, "created");
+      }
+      WriteFresh(copy, c->header, created, c->runs);
+    } catch (...) {
+      ::_exit(4);
+    }
+    ::_exit(results::Seal(copy).ok() ? 0 : 4);
+  }
+  ::close(fds[1]);
+  std::error_code ec;
+  auto cleanup = [&] { std::filesystem::remove(copy, ec); };
   int status = 0;
   for (int waited_ms = 0;; waited_ms += 5) {
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
-    if (r < 0 && errno != EINTR) return absl::OkStatus();
+    if (r < 0 && errno != EINTR) {
+      ::close(fds[0]);
+      cleanup();
+      return absl::InternalError(absl::StrCat(path.string(), ": lost the process reading it"));
+    }
     if (waited_ms >= 60000) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
+      ::close(fds[0]);
+      cleanup();
       return absl::DataLossError(absl::StrCat(path.string(), ": corrupt results file: reading it did not finish "
                                               "within 60 s; it was left untouched"));
     }
     ::usleep(5000);
   }
+  std::string reported;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) reported.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
   if (WIFSIGNALED(status)) {
+    cleanup();
     return absl::DataLossError(absl::StrCat(path.string(), ": corrupt results file: reading it crashed the HDF5 "
                                             "library (signal ", WTERMSIG(status), "); it was left untouched"));
   }
-  return absl::OkStatus();  // read cleanly, or failed with an error the direct read reports
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 3) {
+    cleanup();
+    const size_t space = reported.find(' ');
+    const int sc = space == std::string::npos ? 0 : std::atoi(reported.substr(0, space).c_str());
+    const std::string msg = space == std::string::npos ? reported : reported.substr(space + 1);
+    return absl::Status(sc > 0 && sc <= 16 ? static_cast<absl::StatusCode>(sc) : absl::StatusCode::kDataLoss, msg);
+  }
+  if (code != 0) {
+    cleanup();
+    return absl::DataLossError(absl::StrCat(path.string(), ": corrupt results file: what could be read of it "
+                                            "could not be copied; it was left untouched"));
+  }
+  auto sealed = results::CheckSeal(copy);
+  auto c = sealed.ok() && *sealed == results::SealState::kSealed
+               ? ReadHdf5(copy, with_tables)
+               : absl::StatusOr<ResultsFile::Contents>(absl::DataLossError(
+                     absl::StrCat(path.string(), ": corrupt results file: its copy did not check")));
+  cleanup();
+  return c;
 }
 
 }  // namespace
@@ -624,7 +684,7 @@ absl::StatusOr<ResultsFile::Contents> ResultsFile::Read(const std::filesystem::p
     return absl::InvalidArgumentError(absl::StrCat(path.string(), ": is a directory, not a results file"));
   }
   TESTBED_ASSIGN_OR_RETURN(const results::SealState seal, results::CheckSeal(path));
-  if (seal == results::SealState::kUnsealed) TESTBED_RETURN_IF_ERROR(ProbeInChild(path));
+  if (seal == results::SealState::kUnsealed) return ReadThroughChild(path, with_tables);
   return ReadHdf5(path, with_tables);
 }
 

@@ -15,7 +15,8 @@
 // turns under an advisory lock on `<file>.lock`, each starting from the file as the previous
 // one left it, so processes sharing a file lose none of each other's runs. Every write ends
 // with a seal (file_seal.h) checked before the HDF5 library reads the file; an unsealed file
-// is read in a child process first, so no corrupt file can crash the reader. Replacing a run
+// is read in a child process, which hands over a fresh sealed copy, so no corrupt file can
+// crash the reader. Replacing a run
 // writes the file afresh, so its size stays that of its live runs.
 #pragma once
 
