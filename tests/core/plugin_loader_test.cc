@@ -227,12 +227,15 @@ TEST(PluginLoaderTest, LoadDirectoriesCollectsFailuresAndSkipsRepeats) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"fixture", "fixture_failing", "fixture_slow", "fixture_twin1",
                                              "fixture_twin2"}));
-  ASSERT_EQ(loader.failures().size(), 3u);  // the good directory seen again adds no failure
+  // The good directory seen again adds no failure; a directory that does not exist does.
+  ASSERT_EQ(loader.failures().size(), 4u);
   EXPECT_EQ(loader.failures()[0].path, Bad("fixture_abi999"));
   EXPECT_THAT(loader.failures()[0].error, HasSubstr("ABI version 999"));
   EXPECT_EQ(loader.failures()[1].path, Bad("fixture_other_build"));
   EXPECT_THAT(loader.failures()[1].error, HasSubstr("gcc 99"));
   EXPECT_EQ(loader.failures()[2].path, Bad("fixture_rollback"));
+  EXPECT_EQ(loader.failures()[3].path, "/nonexistent/dir");
+  EXPECT_THAT(loader.failures()[3].error, HasSubstr("plugin search path entry is not a directory"));
   EXPECT_EQ(registry.Find(ComponentKind::kPartitioner, "fixture.rollback_partitioner"), nullptr);
 }
 

@@ -349,6 +349,22 @@ TEST_F(CliTest, FilesThatAreNotExperimentsAndBadOptionsGetClearMessages) {
   EXPECT_THAT(unheld.err, HasSubstr("--device v100: no cluster preset holds it by default"));
 }
 
+TEST_F(CliTest, SetsThatSetNothingAreRefused) {
+  const std::string file = Experiment("basic", kBasic);
+  CliResult arm = Cli({"validate", file, "--set", "arm.uniform=3"});
+  EXPECT_EQ(arm.code, 1);
+  EXPECT_THAT(arm.err, HasSubstr("--set arm.uniform=3: an arm's key is set as arm.<name>.<key>=<value>"));
+  CliResult point = Cli({"validate", file, "--set", "point=1"});
+  EXPECT_EQ(point.code, 1);
+  EXPECT_THAT(point.err, HasSubstr("--set point=1: points are [[point]] tables of the file"));
+  CliResult newline = Cli({"validate", file, "--set", "train.micro_batch=2\nparallel.tp=2"});
+  EXPECT_EQ(newline.code, 1);
+  EXPECT_THAT(newline.err, HasSubstr("the value holds a line break"));
+  CliResult path = Cli({"validate", file}, kGoodPlugins + ":/no/such/plugins");
+  EXPECT_EQ(path.code, 0) << path.err;
+  EXPECT_THAT(path.err, HasSubstr("/no/such/plugins: plugin search path entry is not a directory"));
+}
+
 TEST_F(CliTest, ValidateReportsUnknownPresets) {
   std::string text = kBasic;
   text.replace(text.find("\"hpwnv\""), 7, "\"hpwvn\"");

@@ -46,6 +46,11 @@ absl::StatusOr<SetOverride> ParseSet(const std::string& text) {
   auto path = ParsePath(text.substr(0, eq));
   if (!path.ok()) return absl::InvalidArgumentError(absl::StrCat("--set '", text, "': ", path.status().message()));
   const std::string value = text.substr(eq + 1);
+  if (value.find_first_of("\n\r") != std::string::npos) {
+    // TOML would end the value at the line break and drop the rest.
+    return absl::InvalidArgumentError(absl::StrCat("--set '", text.substr(0, eq), "=...': the value holds a line break; ",
+                                                   "give it on one line"));
+  }
   const std::string source = absl::StrCat("--set ", text);
   // A TOML value, or else the text as a string (so --set model.preset=gpt-2.5b works).
   auto doc = ConfigDoc::ParseString(absl::StrCat("v = ", value), source);
@@ -141,6 +146,14 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
     auto o = ParseSet(s);
     if (!o.ok()) return o.status();
     const std::string& head = o->path.front();
+    if (head == "arm" && o->path.size() < 3) {
+      return absl::InvalidArgumentError(absl::StrCat("--set ", s, ": an arm's key is set as arm.<name>.<key>=<value>",
+                                                     " (for example arm.merak.scheduler=1f1b)"));
+    }
+    if (head == "point") {
+      return absl::InvalidArgumentError(absl::StrCat("--set ", s, ": points are [[point]] tables of the file; run ",
+                                                     "chosen ones with --point NAME, or set a key for every run"));
+    }
     if (head == "arm" && o->path.size() >= 3) {
       const toml::array* arms = doc.Get({"arm"}) ? doc.Get({"arm"})->as_array() : nullptr;
       int found = -1;

@@ -90,7 +90,11 @@ absl::StatusOr<LoadedPlugin> PluginLoader::Load(const std::filesystem::path& lib
 void PluginLoader::LoadDirectories(const std::vector<std::filesystem::path>& directories) {
   for (const auto& dir : directories) {
     std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) continue;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      // A search-path entry that names nothing is most likely a typo in TESTBED_PLUGIN_PATH.
+      failures_.push_back({dir.string(), absl::StrCat(dir.string(), ": plugin search path entry is not a directory")});
+      continue;
+    }
     std::vector<std::filesystem::path> files;
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
       if (entry.path().extension() == ".so") files.push_back(entry.path());
