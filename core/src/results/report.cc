@@ -1,6 +1,7 @@
 #include "results/report.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -19,7 +20,12 @@ std::string Num(double v) {
 
 std::string Opt(const std::optional<double>& v, const char* fmt = nullptr) {
   if (!v) return "";
-  if (fmt) return absl::StrFormat(fmt, *v);
+  if (fmt) {
+    // A format chosen at run time (absl::StrFormat wants one known at compile time).
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), fmt, *v);
+    return buf;
+  }
   return Num(*v);
 }
 
