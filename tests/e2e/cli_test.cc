@@ -365,6 +365,18 @@ TEST_F(CliTest, SetsThatSetNothingAreRefused) {
   EXPECT_THAT(path.err, HasSubstr("/no/such/plugins: plugin search path entry is not a directory"));
 }
 
+TEST_F(CliTest, AMetricNoRunReportsIsAnError) {
+  const std::string file = Experiment("basic", kBasic);
+  CliResult r = Cli({"run", file, "--set", "experiment.metric=nosuch_metric"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--set experiment.metric=nosuch_metric:1:5: [experiment] metric 'nosuch_metric': "
+                               "no run reports it"));
+  EXPECT_THAT(r.err, HasSubstr("they report: "));
+  auto c = ResultsFile::Read(Out("basic"), false);  // the runs are kept
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->runs.size(), 6u);
+}
+
 TEST_F(CliTest, ValidateReportsUnknownPresets) {
   std::string text = kBasic;
   text.replace(text.find("\"hpwnv\""), 7, "\"hpwvn\"");

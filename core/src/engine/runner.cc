@@ -300,6 +300,22 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
   for (const ResolvedRun& r : runs) {
     if (const StoredRun* s = file->Find(r.spec.id)) mine.push_back(*s);
   }
+  // A metric no run reports would print an empty table: say so, with what they do report.
+  const StoredRun* any_ok = nullptr;
+  bool reported = false;
+  for (const StoredRun& r : mine) {
+    if (r.status != "ok") continue;
+    if (any_ok == nullptr) any_ok = &r;
+    if (r.output.metrics.Find(header.metric) != nullptr) reported = true;
+  }
+  if (any_ok != nullptr && !reported) {
+    std::vector<std::string> names;
+    for (const Metric& m : any_ok->output.metrics.all()) names.push_back(m.name);
+    return absl::InvalidArgumentError(absl::StrCat(
+        experiment.doc().Where({"experiment", "metric"}).ToString(), ": [experiment] metric '", header.metric,
+        "': no run reports it (the ",
+        "runs are kept in ", summary.output, "); they report: ", absl::StrJoin(names, ", ")));
+  }
   summary.rows = BuildReport(header, mine);
   summary.table = FormatReport(header, summary.rows);
   return summary;
