@@ -81,6 +81,16 @@ class CliTest : public ::testing::Test {
     return r;
   }
 
+  // Waits (up to two minutes) until `file` holds `text`: a spawned command reached that point.
+  static bool WaitForText(const std::filesystem::path& file, const std::string& text) {
+    for (int i = 0; i < 12000; ++i) {
+      std::error_code ec;
+      if (std::filesystem::exists(file, ec) && testing::ReadFile(file).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
   CliResult Cli(const std::vector<std::string>& args, const std::string& plugin_path = kGoodPlugins) {
     const std::string tag = absl::StrCat("cmd", ++calls_);
     return Collect(Spawn(args, plugin_path, tag), tag);
@@ -665,7 +675,8 @@ scheduler = "1f1b"
   const std::string file = Experiment("long", text);
   const pid_t pid = Spawn({"run", file}, TESTBED_REAL_PLUGIN_DIR, "long");
   ASSERT_GT(pid, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(WaitForText(dir_ / "long.err", "started 1f1b")) << testing::ReadFile(dir_ / "long.err");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // into building or simulating
   ::kill(pid, SIGINT);
   CliResult stopped = Collect(pid, "long");
   EXPECT_EQ(stopped.code, 1) << stopped.err;
@@ -693,7 +704,7 @@ name = "a"
 )");
   const pid_t pid = Spawn({"run", file}, kGoodPlugins, "slow");
   ASSERT_GT(pid, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(WaitForText(dir_ / "slow.err", "started a")) << testing::ReadFile(dir_ / "slow.err");
   ::kill(pid, SIGINT);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // two signals sent at once merge
   ::kill(pid, SIGINT);

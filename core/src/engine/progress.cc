@@ -38,7 +38,7 @@ void Progress::Draw(const std::string& event) {
 void Progress::Started(const std::string& run_id) {
   std::lock_guard<std::mutex> lock(mu_);
   running_.insert(run_id);
-  Draw(tty_ ? "" : "");
+  Draw(tty_ ? "" : absl::StrCat("started ", run_id));  // a log line says when each run began
 }
 
 void Progress::Finished(const std::string& run_id, bool ok, double wall_time_s) {
