@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "config/cluster_config.h"
 #include "config/preset_library.h"
+#include "memory_budget.h"
 
 namespace testbed {
 namespace {
@@ -35,16 +36,6 @@ std::string StarToml(int devices, bool all_pairs) {
 std::string SuperpodToml(int devices, bool all_pairs) {
   return absl::StrCat("[cluster]\npreset = \"h100-superpod\"\nnodes = ", devices / 8, "\n",
                       all_pairs ? "routes = \"all_pairs\"\n" : "");
-}
-
-// Resident memory now, from /proc/self/statm (0 where there is none).
-double ResidentMiB() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  long size = 0, resident = 0;
-  const int got = std::fscanf(f, "%ld %ld", &size, &resident);
-  std::fclose(f);
-  return got == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0 : 0;
 }
 
 void BuildAndRoute(benchmark::State& state, const std::string& toml) {
@@ -83,26 +74,15 @@ void BM_Superpod(benchmark::State& state) {
 }
 
 // Arguments: devices, all_pairs (0: lazy, the default; 1: the former all-pairs table).
-BENCHMARK(BM_Star)
-    ->ArgNames({"devices", "all_pairs"})
-    ->Args({1024, 0})
-    ->Args({1024, 1})
-    ->Args({16384, 0})
-    ->Args({16384, 1})
-    ->Args({100000, 0})
-    ->Args({100000, 1})
-    ->Unit(benchmark::kMillisecond)
-    ->Iterations(1);
-BENCHMARK(BM_Superpod)
-    ->ArgNames({"devices", "all_pairs"})
-    ->Args({1024, 0})
-    ->Args({1024, 1})
-    ->Args({16384, 0})
-    ->Args({16384, 1})
-    ->Args({100000, 0})
-    ->Args({100000, 1})
-    ->Unit(benchmark::kMillisecond)
-    ->Iterations(1);
+void Sizes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"devices", "all_pairs"});
+  for (int devices : {1024, 16384, 100000}) {
+    for (int all_pairs : {0, 1}) b->Args({devices, all_pairs});
+  }
+  b->Unit(benchmark::kMillisecond)->Iterations(1);
+}
+BENCHMARK(BM_Star)->Apply(Sizes);
+BENCHMARK(BM_Superpod)->Apply(Sizes);
 
 }  // namespace
 }  // namespace testbed

@@ -1,13 +1,14 @@
-// How much memory a description the core is about to build (a cluster, a model graph) may
-// take before it is refused with its estimate instead of running the process out of memory:
-// the configured limit, or half of the memory free now (and of the address-space limit, when
-// one is set).
+// This process's memory: how much a description the core is about to build (a cluster, a
+// model graph) may take before it is refused with its estimate instead of running the process
+// out of memory (the configured limit, or half of the memory free now and of the
+// address-space limit, when one is set), and what is resident now and at the peak.
 #pragma once
 
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include <string>
 
@@ -16,6 +17,21 @@
 #include "absl/strings/str_format.h"
 
 namespace testbed {
+
+// Resident memory now (from /proc/self/statm) and the peak so far, in MiB; 0 where unknown.
+[[nodiscard]] inline double ResidentMiB() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0 : 0;
+}
+[[nodiscard]] inline double PeakResidentMiB() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // kilobytes on Linux
+}
 
 [[nodiscard]] inline double MemoryAllowanceBytes(double configured_bytes = 0) noexcept {
   if (configured_bytes > 0) return configured_bytes;

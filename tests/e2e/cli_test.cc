@@ -81,6 +81,16 @@ class CliTest : public ::testing::Test {
     return r;
   }
 
+  // A plan-backend experiment of `arms` arms (a0, a1, ...) whose planner sleeps `sleep_ms`.
+  static std::string SlowPlanner(const std::string& name, int sleep_ms, int arms) {
+    std::string text = absl::StrCat("device_model = \"fixture.flops\"\n",
+                                    "partitioner = { use = \"fixture.slow\", sleep_ms = ", sleep_ms, " }\n",
+                                    "[experiment]\nname = \"", name, "\"\nbackend = \"plan\"\noutput = \"{OUT}\"\n",
+                                    "[cluster]\npreset = \"hpwnv\"\n[model]\npreset = \"gpt-1.5b\"\n");
+    for (int i = 0; i < arms; ++i) absl::StrAppend(&text, "[[arm]]\nname = \"a", i, "\"\n");
+    return text;
+  }
+
   // Waits (up to two minutes) until `file` holds `text`: a spawned command reached that point.
   static bool WaitForText(const std::filesystem::path& file, const std::string& text) {
     for (int i = 0; i < 12000; ++i) {
@@ -606,19 +616,7 @@ TEST_F(CliTest, ChangedBytesInAResultsFileNeverCrashACommand) {
 }
 
 TEST_F(CliTest, InterruptStopsCleanlyAndTheSameCommandResumes) {
-  std::string text = R"(device_model = "fixture.flops"
-partitioner = { use = "fixture.slow", sleep_ms = 300 }
-[experiment]
-name = "interrupted"
-backend = "plan"
-output = "{OUT}"
-[cluster]
-preset = "hpwnv"
-[model]
-preset = "gpt-1.5b"
-)";
-  for (int i = 0; i < 6; ++i) absl::StrAppend(&text, "[[arm]]\nname = \"a", i, "\"\n");
-  const std::string file = Experiment("interrupted", text);
+  const std::string file = Experiment("interrupted", SlowPlanner("interrupted", 300, 6));
   const std::string out = Out("interrupted");
   const pid_t pid = Spawn({"run", file, "-j", "1"}, kGoodPlugins, "interrupted");
   ASSERT_GT(pid, 0);
@@ -693,19 +691,7 @@ scheduler = "1f1b"
 // A second Ctrl-C while the first waits for a run to end (a planner sleeping 3 s) ends the
 // process at once, by the signal.
 TEST_F(CliTest, SecondInterruptEndsTheProcessAtOnce) {
-  const std::string file = Experiment("slow", R"(device_model = "fixture.flops"
-partitioner = { use = "fixture.slow", sleep_ms = 3000 }
-[experiment]
-name = "slow"
-backend = "plan"
-output = "{OUT}"
-[cluster]
-preset = "hpwnv"
-[model]
-preset = "gpt-1.5b"
-[[arm]]
-name = "a"
-)");
+  const std::string file = Experiment("slow", SlowPlanner("slow", 3000, 1));
   const pid_t pid = Spawn({"run", file}, kGoodPlugins, "slow");
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(WaitForText(dir_ / "slow.err", "started a")) << testing::ReadFile(dir_ / "slow.err");

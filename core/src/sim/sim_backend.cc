@@ -6,13 +6,13 @@
 #include <cstdio>
 #include <numeric>
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/planning_chain.h"
 #include "engine/stage_costs.h"
+#include "memory_budget.h"
 #include "sim/sim_report.h"
 #include "testbed/status_macros.h"
 
@@ -20,21 +20,6 @@ namespace testbed {
 namespace {
 
 constexpr double kGiB = 1073741824.0;
-
-// Resident memory of this process now, and its peak so far, in MiB (0 where unknown).
-double ResidentMiB() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  long size = 0, resident = 0;
-  const int got = std::fscanf(f, "%ld %ld", &size, &resident);
-  std::fclose(f);
-  return got == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0 : 0;
-}
-double PeakResidentMiB() {
-  rusage u{};
-  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // kilobytes on Linux
-}
 
 }  // namespace
 
