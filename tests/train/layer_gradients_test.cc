@@ -1,19 +1,26 @@
 // Every layer's backward pass against finite differences of its forward pass (double
 // precision), for the input and every parameter. Parameters are randomised first so that
-// no gradient is trivially zero (biases, layer-norm shift and scale).
+// no gradient is trivially zero (biases, layer-norm shift and scale). The quantised Conv2d
+// against a direct convolution over the rounded tensors.
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "gradient_check.h"
 #include "testbed/train/attention.h"
 #include "testbed/train/column_parallel_linear.h"
+#include "testbed/train/conv2d.h"
 #include "testbed/train/cross_entropy.h"
 #include "testbed/train/embedding.h"
 #include "testbed/train/gelu.h"
 #include "testbed/train/layer_norm.h"
 #include "testbed/train/linear.h"
 #include "testbed/train/moe_layer.h"
+#include "testbed/train/pool2d.h"
+#include "testbed/train/relu.h"
 #include "testbed/train/row_parallel_linear.h"
 #include "testbed/train/sage_layer.h"
+#include "testbed/train/sequential_model.h"
 #include "testbed/train/transformer_block.h"
 
 namespace testbed::train::testing {
@@ -46,6 +53,348 @@ TEST(LayerGradients, LayerNorm) {
   Randomize(layer.Params(), 20);
   CheckLayerGradients(layer, RandomMatrix(3, 7, 5, 3.0));
 }
+
+TEST(LayerGradients, Relu) {
+  Relu<double> layer;
+  CheckLayerGradients(layer, RandomMatrix(4, 6, 16, 2.0));
+}
+
+TEST(LayerGradients, Conv2dSamePaddingWithBias) {
+  Rng rng(9);
+  // 2 samples, 3 channels of 5 x 4 (non-square), 3x3 kernel, stride 1, padding 1: 4 x 5 x 4 out.
+  Conv2d<double> layer("conv", 3, 4, 5, 4, 3, 1, 1, true, rng);
+  ASSERT_EQ(layer.out_height(), 5);
+  ASSERT_EQ(layer.out_width(), 4);
+  Randomize(layer.Params(), 90);
+  CheckLayerGradients(layer, RandomMatrix(2, 3 * 5 * 4, 17));
+}
+
+TEST(LayerGradients, Conv2dStrideTwoNoPaddingWithoutBias) {
+  Rng rng(9);
+  // 3 samples, 2 channels of 7 x 6, 3x3 kernel, stride 2, no padding: 3 x 3 x 2 out.
+  Conv2d<double> layer("conv", 2, 3, 7, 6, 3, 2, 0, false, rng);
+  ASSERT_EQ(layer.out_height(), 3);
+  ASSERT_EQ(layer.out_width(), 2);
+  ASSERT_EQ(layer.Params().size(), 1u);
+  CheckLayerGradients(layer, RandomMatrix(3, 2 * 7 * 6, 18));
+}
+
+TEST(LayerGradients, Conv2dStrideTwoPaddingOneWithBias) {
+  Rng rng(9);
+  // Even input, even kernel: windows overlap the padding on one side only.
+  Conv2d<double> layer("conv", 2, 2, 4, 6, 2, 2, 1, true, rng);
+  ASSERT_EQ(layer.out_height(), 3);
+  ASSERT_EQ(layer.out_width(), 4);
+  Randomize(layer.Params(), 95);
+  CheckLayerGradients(layer, RandomMatrix(2, 2 * 4 * 6, 19));
+}
+
+TEST(LayerGradients, Conv2dMatchesAHandComputedOutput) {
+  // 1 channel, x = [1 2 3; 4 5 6; 7 8 9], kernel [1 2; 3 4] (a cross-correlation, as
+  // every deep-learning framework computes it). Float, so the GEMM backend path is used.
+  Rng rng(1);
+  Matrix<float> x(1, 9);
+  x << 1, 2, 3, 4, 5, 6, 7, 8, 9;
+  Conv2d<float> valid("conv", 1, 1, 3, 3, 2, 1, 0, true, rng);
+  valid.weight().value << 1, 2, 3, 4;
+  valid.bias().value << 0.5f;
+  LayerCache<float> cache;
+  auto y = valid.Forward(x, cache);
+  ASSERT_TRUE(y.ok()) << y.status();
+  Matrix<float> expected(1, 4);
+  // 1+4+12+20, 2+6+15+24, 4+10+21+32, 5+12+24+36, plus the bias.
+  expected << 37.5f, 47.5f, 67.5f, 77.5f;
+  EXPECT_EQ(*y, expected);
+
+  // Padding 1, stride 2: the taps at (-1, *) and (*, -1) read zeros.
+  Conv2d<float> padded("conv", 1, 1, 3, 3, 2, 2, 1, false, rng);
+  padded.weight().value << 1, 2, 3, 4;
+  y = padded.Forward(x, cache);
+  ASSERT_TRUE(y.ok()) << y.status();
+  // 1*4, 2*3+3*4, 4*2+7*4, 5*1+6*2+8*3+9*4.
+  expected << 4, 18, 36, 77;
+  EXPECT_EQ(*y, expected);
+}
+
+TEST(LayerGradients, Conv2dCountsAndShapes) {
+  Rng rng(1);
+  Conv2d<float> layer("conv", 3, 8, 28, 28, 5, 1, 2, true, rng);
+  EXPECT_EQ(layer.kind(), "conv2d");
+  EXPECT_EQ(layer.out_channels(), 8);
+  EXPECT_EQ(layer.out_height(), 28);
+  EXPECT_EQ(layer.out_width(), 28);
+  EXPECT_EQ(layer.MacsPerSample(), std::int64_t{8} * 28 * 28 * 3 * 5 * 5);
+  EXPECT_EQ(layer.NumParameters(), 8 * 3 * 5 * 5 + 8);
+  EXPECT_EQ(layer.weight().value.rows(), 8);
+  EXPECT_EQ(layer.weight().value.cols(), 3 * 5 * 5);
+  EXPECT_EQ(layer.bias().value.cols(), 8);
+  std::int64_t params = 0;
+  for (Param<float>* p : layer.Params()) params += p->size();
+  EXPECT_EQ(params, layer.NumParameters());
+  // Default init: N(0, 1/(3*5*5)), so the sample standard deviation is close to 0.115.
+  const Matrix<float>& w = layer.weight().value;
+  const double var = (w.array() - w.mean()).square().mean();
+  EXPECT_NEAR(std::sqrt(var), 1.0 / std::sqrt(75.0), 0.02);
+  auto clone = layer.Clone();
+  EXPECT_EQ(static_cast<Conv2d<float>&>(*clone).weight().value, w);
+
+  LayerCache<float> cache;
+  EXPECT_EQ(layer.Forward(Matrix<float>::Zero(2, 3 * 28 * 27), cache).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(layer.Forward(Matrix<float>::Zero(2, 3 * 28 * 28), cache).ok());
+  EXPECT_EQ(layer.Backward(Matrix<float>::Zero(3, 8 * 28 * 28), cache).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(layer.Backward(Matrix<float>::Zero(2, 8), cache).status().code(), absl::StatusCode::kInvalidArgument);
+  Conv2d<float> too_big("conv", 1, 1, 3, 3, 5, 1, 0, false, rng);
+  auto status = too_big.Forward(Matrix<float>::Zero(1, 9), cache).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message()).find("does not fit"), std::string::npos) << status;
+  Conv2d<float> no_stride("conv", 1, 1, 3, 3, 1, 0, 0, false, rng);
+  EXPECT_EQ(no_stride.Forward(Matrix<float>::Zero(1, 9), cache).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LayerGradients, Conv2dFloatAgreesWithDouble) {
+  Rng rng_f(3), rng_d(3);
+  Conv2d<float> f("conv", 2, 3, 6, 5, 3, 2, 1, true, rng_f);
+  Conv2d<double> d("conv", 2, 3, 6, 5, 3, 2, 1, true, rng_d);
+  Randomize(d.Params(), 100);
+  f.weight().value = d.weight().value.cast<float>();
+  f.bias().value = d.bias().value.cast<float>();
+  const Matrix<double> x = RandomMatrix(3, 2 * 6 * 5, 21);
+  const Matrix<double> dy = RandomMatrix(3, 3 * 3 * 3, 22);
+  LayerCache<float> cf;
+  LayerCache<double> cd;
+  auto yf = f.Forward(x.cast<float>(), cf);
+  auto yd = d.Forward(x, cd);
+  ASSERT_TRUE(yf.ok() && yd.ok());
+  EXPECT_LT((yf->cast<double>() - *yd).cwiseAbs().maxCoeff(), 1e-5);
+  auto dxf = f.Backward(dy.cast<float>(), cf);
+  auto dxd = d.Backward(dy, cd);
+  ASSERT_TRUE(dxf.ok() && dxd.ok());
+  EXPECT_LT((dxf->cast<double>() - *dxd).cwiseAbs().maxCoeff(), 1e-5);
+  EXPECT_LT((f.weight().grad.cast<double>() - d.weight().grad).cwiseAbs().maxCoeff(), 1e-4);
+  EXPECT_LT((f.bias().grad.cast<double>() - d.bias().grad).cwiseAbs().maxCoeff(), 1e-4);
+}
+
+// Quantised Conv2d (the same semantics as Linear). The reference is a direct convolution in
+// double over the rounded tensors: y from Q_a(x) and Q_w(W); straight through, dL/dW from the
+// patches of Q_a(x) and the rounded dL/dy, dL/dx through Q_w(W), dL/db the sum of the rounded
+// dL/dy.
+struct ConvReference {
+  Matrix<double> y, dx, dw, db;
+};
+
+ConvReference DirectConv(const Conv2dShape& s, const Matrix<double>& x, const Matrix<double>& w,
+                         const Matrix<double>& b, const Matrix<double>& g) {
+  const std::int64_t oh_n = s.out_height(), ow_n = s.out_width(), k = s.kernel;
+  ConvReference r;
+  r.y = Matrix<double>::Zero(x.rows(), s.output_size());
+  r.dx = Matrix<double>::Zero(x.rows(), s.input_size());
+  r.dw = Matrix<double>::Zero(w.rows(), w.cols());
+  r.db = Matrix<double>::Zero(1, s.out_channels);
+  for (Eigen::Index n = 0; n < x.rows(); ++n) {
+    for (std::int64_t oc = 0; oc < s.out_channels; ++oc) {
+      for (std::int64_t oh = 0; oh < oh_n; ++oh) {
+        for (std::int64_t ow = 0; ow < ow_n; ++ow) {
+          const std::int64_t out = (oc * oh_n + oh) * ow_n + ow;
+          double acc = b(0, oc);
+          const double grad = g(n, out);
+          r.db(0, oc) += grad;
+          for (std::int64_t c = 0; c < s.in_channels; ++c) {
+            for (std::int64_t kh = 0; kh < k; ++kh) {
+              for (std::int64_t kw = 0; kw < k; ++kw) {
+                const std::int64_t ih = oh * s.stride - s.padding + kh, iw = ow * s.stride - s.padding + kw;
+                if (ih < 0 || ih >= s.height || iw < 0 || iw >= s.width) continue;
+                const std::int64_t in = (c * s.height + ih) * s.width + iw, tap = (c * k + kh) * k + kw;
+                acc += w(oc, tap) * x(n, in);
+                r.dw(oc, tap) += grad * x(n, in);
+                r.dx(n, in) += grad * w(oc, tap);
+              }
+            }
+          }
+          r.y(n, out) = acc;
+        }
+      }
+    }
+  }
+  return r;
+}
+
+TEST(QuantizedConv2d, FullPrecisionIsTheUnquantisedLayerBitForBit) {
+  Rng a(2), b(2);
+  Conv2d<float> plain("conv", 2, 3, 6, 5, 3, 1, 1, true, a), q("conv", 2, 3, 6, 5, 3, 1, 1, true, b);
+  ASSERT_TRUE(q.SetQuantization(LayerQuant{}).ok());
+  const Matrix<float> x = RandomMatrix(4, 2 * 6 * 5, 31).cast<float>();
+  const Matrix<float> dy = RandomMatrix(4, 3 * 6 * 5, 32).cast<float>();
+  LayerCache<float> c1, c2;
+  auto y1 = plain.Forward(x, c1), y2 = q.Forward(x, c2);
+  ASSERT_TRUE(y1.ok() && y2.ok());
+  EXPECT_EQ(std::memcmp(y1->data(), y2->data(), sizeof(float) * static_cast<size_t>(y1->size())), 0);
+  auto d1 = plain.Backward(dy, c1), d2 = q.Backward(dy, c2);
+  ASSERT_TRUE(d1.ok() && d2.ok());
+  EXPECT_EQ(std::memcmp(d1->data(), d2->data(), sizeof(float) * static_cast<size_t>(d1->size())), 0);
+  const Matrix<float>& gw1 = plain.weight().grad;
+  EXPECT_EQ(std::memcmp(gw1.data(), q.weight().grad.data(), sizeof(float) * static_cast<size_t>(gw1.size())), 0);
+  EXPECT_EQ(std::memcmp(plain.bias().grad.data(), q.bias().grad.data(), sizeof(float) * 3), 0);
+}
+
+TEST(QuantizedConv2d, StraightThroughBackwardAtEightAndFourBits) {
+  for (int bits : {8, 4}) {
+    Rng rng(7);
+    // 3 samples, 2 channels of 5 x 4, 3x3 kernel, stride 2, padding 1: 3 channels of 3 x 2.
+    Conv2d<double> layer("conv", 2, 3, 5, 4, 3, 2, 1, true, rng);
+    layer.bias().value = RandomMatrix(1, 3, 41);
+    LayerQuant q;
+    q.weight_bits = bits;
+    q.activation_bits = bits;
+    q.gradient_bits = 32;
+    ASSERT_TRUE(layer.SetQuantization(q).ok());
+    const Matrix<double> x = RandomMatrix(3, 2 * 5 * 4, 42);
+    const Matrix<double> dy = RandomMatrix(3, layer.shape().output_size(), 43);
+    const Matrix<double> xq = FakeQuantize(x, bits, Rounding::kNearest, nullptr);
+    const Matrix<double> wq = FakeQuantize(layer.weight().value, bits, Rounding::kNearest, nullptr);
+    const ConvReference ref = DirectConv(layer.shape(), xq, wq, layer.bias().value, dy);
+    LayerCache<double> cache;
+    auto y = layer.Forward(x, cache);
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_LT((*y - ref.y).cwiseAbs().maxCoeff(), 1e-12) << bits << " bits";
+    auto dx = layer.Backward(dy, cache);
+    ASSERT_TRUE(dx.ok()) << dx.status();
+    EXPECT_LT((*dx - ref.dx).cwiseAbs().maxCoeff(), 1e-12) << bits << " bits";
+    EXPECT_LT((layer.weight().grad - ref.dw).cwiseAbs().maxCoeff(), 1e-12) << bits << " bits";
+    EXPECT_LT((layer.bias().grad - ref.db).cwiseAbs().maxCoeff(), 1e-12) << bits << " bits";
+    // Quantisation changed the answer (the test would pass vacuously otherwise).
+    const ConvReference exact = DirectConv(layer.shape(), x, layer.weight().value, layer.bias().value, dy);
+    EXPECT_GT((exact.y - ref.y).cwiseAbs().maxCoeff(), bits == 8 ? 1e-4 : 1e-2) << bits << " bits";
+  }
+}
+
+// The output gradient is rounded before both backward products: to the nearest point, or
+// stochastically with the layer's own Rng seeded from the setting's seed.
+TEST(QuantizedConv2d, TheOutputGradientIsRoundedWithTheLayersRng) {
+  for (Rounding rounding : {Rounding::kNearest, Rounding::kStochastic}) {
+    Rng rng(8);
+    Conv2d<double> layer("conv", 1, 2, 4, 4, 3, 1, 1, true, rng);
+    LayerQuant q;
+    q.weight_bits = 6;
+    q.activation_bits = 6;
+    q.gradient_bits = 5;
+    q.gradient_rounding = rounding;
+    q.seed = 77;
+    ASSERT_TRUE(layer.SetQuantization(q).ok());
+    const Matrix<double> x = RandomMatrix(2, 16, 51), dy = RandomMatrix(2, 2 * 16, 52);
+    Rng same(77);
+    const Matrix<double> gq = FakeQuantize(dy, 5, rounding, &same);
+    const ConvReference ref =
+        DirectConv(layer.shape(), FakeQuantize(x, 6, Rounding::kNearest, nullptr),
+                   FakeQuantize(layer.weight().value, 6, Rounding::kNearest, nullptr), layer.bias().value, gq);
+    LayerCache<double> cache;
+    ASSERT_TRUE(layer.Forward(x, cache).ok());
+    auto dx = layer.Backward(dy, cache);
+    ASSERT_TRUE(dx.ok()) << dx.status();
+    EXPECT_LT((*dx - ref.dx).cwiseAbs().maxCoeff(), 1e-12);
+    EXPECT_LT((layer.weight().grad - ref.dw).cwiseAbs().maxCoeff(), 1e-12);
+    EXPECT_LT((layer.bias().grad - ref.db).cwiseAbs().maxCoeff(), 1e-12);
+    EXPECT_GT((gq - dy).cwiseAbs().maxCoeff(), 1e-3);
+  }
+}
+
+TEST(QuantizedConv2d, AnUnsupportedWidthIsRefusedAndNamed) {
+  Rng rng(1);
+  Conv2d<float> layer("conv3", 1, 1, 4, 4, 3, 1, 1, false, rng);
+  LayerQuant q;
+  q.weight_bits = 12;
+  const absl::Status st = layer.SetQuantization(q);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(st.message()).find("conv3: weight width: 12 bits"), std::string::npos) << st;
+}
+
+TEST(LayerGradients, MaxPool2d) {
+  // 2 samples, 3 channels of 6 x 5, 2x2 windows with stride 2 (disjoint) and 3x3 with stride 2
+  // (overlapping: an input can be the maximum of two windows).
+  MaxPool2d<double> disjoint("pool", 3, 6, 5, 2, 2);
+  ASSERT_EQ(disjoint.out_height(), 3);
+  ASSERT_EQ(disjoint.out_width(), 2);
+  CheckLayerGradients(disjoint, RandomMatrix(2, 3 * 6 * 5, 23));
+  MaxPool2d<double> overlapping("pool", 3, 6, 5, 3, 2);
+  ASSERT_EQ(overlapping.out_height(), 2);
+  ASSERT_EQ(overlapping.out_width(), 2);
+  CheckLayerGradients(overlapping, RandomMatrix(2, 3 * 6 * 5, 24));
+}
+
+TEST(LayerGradients, MaxPool2dPicksAndRoutesToTheMaximum) {
+  // 1 channel of 4 x 4, 2x2 windows, stride 2.
+  MaxPool2d<double> pool("pool", 1, 4, 4, 2, 2);
+  Matrix<double> x(1, 16);
+  x << 1, 5, 2, 0,   //
+      3, 4, 8, 1,    //
+      -1, -2, 6, 7,  //
+      -3, -4, 9, 6;
+  LayerCache<double> cache;
+  auto y = pool.Forward(x, cache);
+  ASSERT_TRUE(y.ok()) << y.status();
+  Matrix<double> expected(1, 4);
+  expected << 5, 8, -1, 9;
+  EXPECT_EQ(*y, expected);
+  ASSERT_EQ(cache.indices.size(), 1u);
+  EXPECT_EQ(cache.indices[0], (std::vector<std::int64_t>{1, 6, 8, 14}));
+  Matrix<double> dy(1, 4);
+  dy << 10, 20, 30, 40;
+  auto dx = pool.Backward(dy, cache);
+  ASSERT_TRUE(dx.ok()) << dx.status();
+  Matrix<double> dx_expected = Matrix<double>::Zero(1, 16);
+  dx_expected(0, 1) = 10;
+  dx_expected(0, 6) = 20;
+  dx_expected(0, 8) = 30;
+  dx_expected(0, 14) = 40;
+  EXPECT_EQ(*dx, dx_expected);
+  EXPECT_EQ(pool.Forward(Matrix<double>::Zero(1, 15), cache).status().code(), absl::StatusCode::kInvalidArgument);
+  MaxPool2d<double> too_big("pool", 1, 2, 2, 3, 1);
+  EXPECT_EQ(too_big.Forward(Matrix<double>::Zero(1, 4), cache).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LayerGradients, LayerNormNormalisesEachSampleOfAFeatureMap) {
+  // LayerNorm over a [batch, C*H*W] row normalises each sample over all its channels and
+  // pixels (what a CNN needs without batch statistics); gamma and beta are per element.
+  LayerNorm<double> ln("ln", 3 * 4 * 5);
+  LayerCache<double> cache;
+  const Matrix<double> x = (RandomMatrix(2, 3 * 4 * 5, 25, 4.0).array() + 3.0).matrix();
+  auto y = ln.Forward(x, cache);
+  ASSERT_TRUE(y.ok()) << y.status();
+  for (Eigen::Index r = 0; r < y->rows(); ++r) {
+    EXPECT_NEAR(y->row(r).mean(), 0.0, 1e-12);
+    EXPECT_NEAR((y->row(r).array() - y->row(r).mean()).square().mean(), 1.0, 1e-4);
+  }
+}
+
+// conv(2->3, 3x3, pad 1) [-> layer norm] -> relu -> pool(2) -> conv(3->4, 3x3, pad 1) -> relu
+// -> pool(2) -> linear(4*2*2 -> 3) on 2-channel 8 x 9 inputs.
+SequentialModel<double> SmallCnn(bool with_norm) {
+  Rng rng(11);
+  SequentialModel<double> model;
+  model.Add(std::make_unique<Conv2d<double>>("conv1", 2, 3, 8, 9, 3, 1, 1, true, rng));
+  if (with_norm) model.Add(std::make_unique<LayerNorm<double>>("norm1", 3 * 8 * 9));
+  model.Add(std::make_unique<Relu<double>>());
+  model.Add(std::make_unique<MaxPool2d<double>>("pool1", 3, 8, 9, 2, 2));  // 3 x 4 x 4
+  model.Add(std::make_unique<Conv2d<double>>("conv2", 3, 4, 4, 4, 3, 1, 1, true, rng));
+  model.Add(std::make_unique<Relu<double>>());
+  model.Add(std::make_unique<MaxPool2d<double>>("pool2", 4, 4, 4, 2, 2));  // 4 x 2 x 2
+  model.Add(std::make_unique<Linear<double>>("head", 4 * 2 * 2, 3, true, rng));
+  return model;
+}
+
+void CheckCnnGradients(bool with_norm) {
+  SequentialModel<double> model = SmallCnn(with_norm);
+  Randomize(model.Params(), 110);
+  CheckGradients(
+      [&](const Matrix<double>& x, LayerCache<double>& c) { return model.Forward(x, c.children); },
+      [&](const Matrix<double>& dy, const LayerCache<double>& c) { return model.Backward(dy, c.children); },
+      model.Params(), RandomMatrix(2, 2 * 8 * 9, 26), true);
+}
+
+TEST(LayerGradients, SmallCnnChain) { CheckCnnGradients(false); }
+
+TEST(LayerGradients, SmallCnnChainWithLayerNorm) { CheckCnnGradients(true); }
 
 TEST(LayerGradients, EmbeddingTablesGetTheGradient) {
   Rng rng(2);

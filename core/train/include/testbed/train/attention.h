@@ -32,6 +32,13 @@ class CausalSelfAttention final : public Layer<T> {
   [[nodiscard]] absl::StatusOr<Matrix<T>> Forward(const Matrix<T>& x, LayerCache<T>& cache) override;
   [[nodiscard]] absl::StatusOr<Matrix<T>> Backward(const Matrix<T>& dy, const LayerCache<T>& cache) override;
   [[nodiscard]] std::vector<Param<T>*> Params() override;
+  // The QKV and output projections at these widths.
+  [[nodiscard]] absl::Status SetQuantization(const LayerQuant& q) override {
+    if (absl::Status st = qkv_.SetQuantization(q); !st.ok()) return st;
+    LayerQuant second = q;
+    second.seed = q.seed + 1;
+    return out_.SetQuantization(second);
+  }
   [[nodiscard]] std::unique_ptr<Layer<T>> Clone() const override {
     return std::make_unique<CausalSelfAttention>(*this);
   }

@@ -25,6 +25,7 @@ class ColumnParallelLinear final : public Layer<T> {
     return shard_.Backward(dy, cache);
   }
   [[nodiscard]] std::vector<Param<T>*> Params() override { return shard_.Params(); }
+  [[nodiscard]] absl::Status SetQuantization(const LayerQuant& q) override { return shard_.SetQuantization(q); }
   [[nodiscard]] std::unique_ptr<Layer<T>> Clone() const override {
     return std::make_unique<ColumnParallelLinear>(*this);
   }

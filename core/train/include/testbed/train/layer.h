@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "testbed/train/param.h"
+#include "testbed/train/quantize.h"
 #include "testbed/train/tensor.h"
 
 namespace testbed::train {
@@ -51,6 +52,13 @@ class Layer {
   [[nodiscard]] virtual absl::StatusOr<Matrix<T>> Backward(const Matrix<T>& dy, const LayerCache<T>& cache) = 0;
   // The layer's parameters, in a fixed order (empty for parameter-free layers).
   [[nodiscard]] virtual std::vector<Param<T>*> Params() { return {}; }
+  // Runs this layer's matrix products at the given widths from now on (fake quantisation,
+  // testbed/train/quantize.h); a layer with none (GELU, LayerNorm, an embedding lookup)
+  // ignores it. InvalidArgument for an unsupported width.
+  [[nodiscard]] virtual absl::Status SetQuantization(const LayerQuant& q) {
+    (void)q;
+    return absl::OkStatus();
+  }
   // A deep copy (weights, gradients, settings): replicas for data parallelism, shards.
   [[nodiscard]] virtual std::unique_ptr<Layer<T>> Clone() const = 0;
 };

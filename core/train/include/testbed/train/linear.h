@@ -23,6 +23,11 @@ class Linear final : public Layer<T> {
   [[nodiscard]] absl::StatusOr<Matrix<T>> Backward(const Matrix<T>& dy, const LayerCache<T>& cache) override;
   [[nodiscard]] std::vector<Param<T>*> Params() override;
   [[nodiscard]] std::unique_ptr<Layer<T>> Clone() const override { return std::make_unique<Linear>(*this); }
+  // Quantised: y = Q_a(x) Q_w(W) + b with nearest rounding; backward rounds dL/dy to
+  // gradient_bits and passes it through the quantisers unchanged (straight-through
+  // estimator): dL/dW += Q_a(x)^T Q_g(dy), dL/dx = Q_g(dy) Q_w(W)^T, dL/db += sum Q_g(dy).
+  [[nodiscard]] absl::Status SetQuantization(const LayerQuant& q) override;
+  [[nodiscard]] const LayerQuant& quantization() const noexcept { return quant_; }
 
   [[nodiscard]] std::int64_t in() const noexcept { return weight_.value.rows(); }
   [[nodiscard]] std::int64_t out() const noexcept { return weight_.value.cols(); }
@@ -37,6 +42,8 @@ class Linear final : public Layer<T> {
   Param<T> weight_;
   Param<T> bias_;
   bool has_bias_;
+  LayerQuant quant_;
+  Rng quant_rng_{0};
 };
 
 }  // namespace testbed::train

@@ -26,6 +26,7 @@ class RowParallelLinear final : public Layer<T> {
     return shard_.Backward(dy, cache);
   }
   [[nodiscard]] std::vector<Param<T>*> Params() override { return shard_.Params(); }
+  [[nodiscard]] absl::Status SetQuantization(const LayerQuant& q) override { return shard_.SetQuantization(q); }
   [[nodiscard]] std::unique_ptr<Layer<T>> Clone() const override { return std::make_unique<RowParallelLinear>(*this); }
 
   [[nodiscard]] const ShardRange& rows() const noexcept { return rows_; }
