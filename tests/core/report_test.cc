@@ -141,5 +141,35 @@ TEST(ReportTest, TextTableListsFailures) {
   EXPECT_THAT(text, HasSubstr("failed fast@p1: it broke"));
 }
 
+TEST(ReportTest, SeedsAreSummarisedAsMeanAndStandardDeviation) {
+  ResultsHeader h = Header();
+  h.arms = {"base", "fast"};
+  h.sweep_keys = {"point", kSeedSweepKey};
+  h.points = {"p1,1", "p1,2", "p1,3"};
+  // base: 2, 4, 3 s; fast: 1, 1, 2 s (speedups 2, 4, 1.5); one more fast run failed.
+  std::vector<StoredRun> runs = {
+      MakeRun("base", "p1,1", 0, 2.0, Better::kLower), MakeRun("fast", "p1,1", 1, 1.0, Better::kLower),
+      MakeRun("base", "p1,2", 2, 4.0, Better::kLower), MakeRun("fast", "p1,2", 3, 1.0, Better::kLower),
+      MakeRun("base", "p1,3", 4, 3.0, Better::kLower), MakeRun("fast", "p1,3", 5, 2.0, Better::kLower),
+      MakeRun("fast", "p1,4", 6, 0.0, Better::kLower, "failed")};
+  const auto rows = SummariseSeeds(h, BuildReport(h, runs));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].arm, "base");
+  EXPECT_EQ(rows[0].point, "p1");
+  EXPECT_EQ(rows[0].samples, 3);
+  EXPECT_DOUBLE_EQ(*rows[0].value, 3.0);
+  EXPECT_DOUBLE_EQ(*rows[0].stddev, 1.0);  // sqrt(((2-3)^2 + (4-3)^2 + 0) / 2)
+  EXPECT_DOUBLE_EQ(*rows[1].value, 4.0 / 3);
+  EXPECT_DOUBLE_EQ(*rows[1].speedup, (2.0 + 4.0 + 1.5) / 3);  // paired with each seed's baseline
+  EXPECT_EQ(rows[2].status, "failed");  // not averaged in
+  const std::string text = FormatReport(h, BuildReport(h, runs));
+  EXPECT_THAT(text, HasSubstr("3 ± 1 (3)"));
+  EXPECT_THAT(text, HasSubstr("mean ± sample standard deviation over seeds"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("experiment.seed")));
+  // Without a seed sweep the rows stay as they are.
+  h.sweep_keys = {"point", "model.preset"};
+  EXPECT_EQ(SummariseSeeds(h, BuildReport(h, runs)).size(), runs.size());
+}
+
 }  // namespace
 }  // namespace testbed

@@ -39,6 +39,13 @@ std::string CsvField(const std::string& s) {
   return out + "\"";
 }
 
+// Characters on screen of UTF-8 text (continuation bytes do not count).
+size_t DisplayWidth(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 std::string CsvNum(const std::optional<double>& v) { return v ? absl::StrFormat("%.10g", *v) : ""; }
 
 }  // namespace
@@ -99,7 +106,12 @@ std::vector<ReportRow> BuildReport(const ResultsHeader& header, const std::vecto
   return rows;
 }
 
-std::string FormatReport(const ResultsHeader& header, const std::vector<ReportRow>& rows) {
+std::string FormatReport(const ResultsHeader& header, const std::vector<ReportRow>& all_rows) {
+  const std::vector<ReportRow> rows = SummariseSeeds(header, all_rows);
+  std::vector<std::string> point_keys = header.sweep_keys;
+  bool seeds = false;
+  for (const ReportRow& r : rows) seeds = seeds || r.stddev.has_value();
+  if (seeds) point_keys.erase(std::find(point_keys.begin(), point_keys.end(), kSeedSweepKey));
   std::string unit;
   for (const ReportRow& r : rows) {
     if (!r.unit.empty()) {
@@ -107,19 +119,20 @@ std::string FormatReport(const ResultsHeader& header, const std::vector<ReportRo
       break;
     }
   }
-  const std::string point_title = header.sweep_keys.empty() ? "point" : absl::StrJoin(header.sweep_keys, ",");
+  const std::string point_title = point_keys.empty() ? "point" : absl::StrJoin(point_keys, ",");
   const std::string ref_title =
       header.reference_metric == "speedup" ? "paper speedup" : absl::StrCat("paper ", header.reference_metric);
   std::vector<std::vector<std::string>> cells = {
       {"arm", point_title, absl::StrCat(header.metric, unit.empty() ? "" : absl::StrCat(" [", unit, "]")),
        "speedup", ref_title, "ours/paper", "status"}};
   for (const ReportRow& r : rows) {
-    cells.push_back({r.arm, r.point, Opt(r.value), Opt(r.speedup, "%.3fx"), Opt(r.reference),
-                     Opt(r.ratio, "%.2f"), r.status});
+    std::string value = Opt(r.value);
+    if (r.stddev) value = absl::StrCat(value, " ± ", Num(*r.stddev), " (", r.samples, ")");
+    cells.push_back({r.arm, r.point, value, Opt(r.speedup, "%.3fx"), Opt(r.reference), Opt(r.ratio, "%.2f"), r.status});
   }
   std::vector<size_t> width(cells[0].size(), 0);
   for (const auto& row : cells) {
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], DisplayWidth(row[i]));
   }
   std::string out;
   if (!header.experiment.empty()) {
@@ -130,7 +143,7 @@ std::string FormatReport(const ResultsHeader& header, const std::vector<ReportRo
     for (size_t i = 0; i < cells[r].size(); ++i) {
       const bool right = i >= 2 && i <= 5;
       const std::string& c = cells[r][i];
-      const std::string pad(width[i] - c.size(), ' ');
+      const std::string pad(width[i] - DisplayWidth(c), ' ');
       absl::StrAppend(&line, i ? "  " : "", right ? pad + c : c + pad);
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
@@ -141,6 +154,7 @@ std::string FormatReport(const ResultsHeader& header, const std::vector<ReportRo
       absl::StrAppend(&out, std::string(total - 2, '-'), "\n");
     }
   }
+  if (seeds) absl::StrAppend(&out, "(mean ± sample standard deviation over seeds, number of seeds in brackets)\n");
   for (const ReportRow& r : rows) {
     if (r.status != "ok") absl::StrAppend(&out, "failed ", r.run, ": ", r.error, "\n");
   }
