@@ -8,6 +8,7 @@ packages=(
   libopenmpi-dev openmpi-bin libcli11-dev libspdlog-dev libfmt-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-h5py python3-numpy
+  dataset-fashion-mnist
 )
 missing=()
 for p in "${packages[@]}"; do

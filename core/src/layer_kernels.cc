@@ -111,6 +111,22 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       b.Gemm("dense", samples, h, static_cast<double>(l.ffn_hidden));
       b.Memory("gelu", samples * h, 2);
       break;
+    case LayerKind::kConv: {
+      // im2col, then one GEMM of every output pixel's patch against the filters
+      // ([samples x pixels, in_channels x k^2] x [in_channels x k^2, out_channels]), the ReLU
+      // over the full-size map, and the 2x2 pooling (reads the map, writes a quarter).
+      const double pixels = static_cast<double>(l.conv_image_size) * static_cast<double>(l.conv_image_size);
+      const double patch = static_cast<double>(l.conv_in_channels) * static_cast<double>(l.conv_kernel) *
+                           static_cast<double>(l.conv_kernel);
+      const double map = samples * pixels * static_cast<double>(l.conv_out_channels);
+      b.Memory("im2col", samples * pixels * patch, 1);
+      b.Gemm("conv", samples * pixels, static_cast<double>(l.conv_out_channels), patch);
+      b.Memory("relu", map, 2);
+      b.Memory("max_pool", map, 1.25);
+      break;
+    }
+    case LayerKind::kGiven:
+      break;  // costed from its measured times (DeviceModel::LayerTime), not from kernels
   }
   return b.out;
 }

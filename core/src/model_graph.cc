@@ -17,6 +17,7 @@ const char* LayerKindName(LayerKind kind) noexcept {
     case LayerKind::kHead: return "head";
     case LayerKind::kGnn: return "gnn";
     case LayerKind::kDense: return "dense";
+    case LayerKind::kConv: return "conv";
     case LayerKind::kGiven: return "given";
   }
   return "?";
@@ -42,13 +43,62 @@ double ModelGraph::TrainFlopsPerSample() const noexcept {
 
 namespace {
 
+// Family "cnn": the input image, the convolution blocks (each halves the image, so it must
+// still have 2 x 2 pixels or more when it reaches a pooling), the dense layers, the classes.
+absl::Status CheckCnnShape(const ModelShape& s) {
+  auto bad = [&](std::string what) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", s.name, "' (cnn): ", what));
+  };
+  if (s.channels < 1) return bad(absl::StrCat("channels must be >= 1 (input channels); got ", s.channels));
+  if (s.image_size < 1) return bad(absl::StrCat("image_size must be >= 1 (pixels per side); got ", s.image_size));
+  if (s.conv_channels.empty()) return bad("conv_channels needs at least one entry (output channels of a conv block)");
+  const double image = static_cast<double>(s.image_size);
+  double in_channels = static_cast<double>(s.channels), params = 0, elements = in_channels * image * image;
+  std::int64_t size = s.image_size;
+  for (size_t i = 0; i < s.conv_channels.size(); ++i) {
+    const std::int64_t c = s.conv_channels[i];
+    if (c < 1) return bad(absl::StrCat("conv_channels[", i, "] is ", c, "; every entry must be >= 1"));
+    if (size < 2) {
+      return bad(absl::StrCat("image_size ", s.image_size, " is too small for ", s.conv_channels.size(),
+                              " conv blocks: each 2x2 max-pooling halves the image, so image_size must be >= ",
+                              std::int64_t{1} << std::min<size_t>(s.conv_channels.size(), 62)));
+    }
+    params += static_cast<double>(c) * (in_channels * 9 + 1);
+    elements = std::max(elements, static_cast<double>(c) * static_cast<double>(size) * static_cast<double>(size));
+    in_channels = static_cast<double>(c);
+    size /= 2;
+  }
+  const double flattened = in_channels * static_cast<double>(size) * static_cast<double>(size);
+  const double derived = static_cast<double>(s.channels) * image * image;
+  if (s.inputs != 0 && static_cast<double>(s.inputs) != derived) {
+    return bad(absl::StrCat("inputs (", s.inputs, ") must be channels x image_size^2 = ",
+                            absl::StrFormat("%.0f", derived), " (or left out)"));
+  }
+  if (s.layers < 0) return bad(absl::StrCat("layers (dense layers after the conv blocks) must be >= 0; got ", s.layers));
+  if (s.layers > 0 && s.hidden < 1) return bad("hidden must be >= 1 (the width of the dense layers; layers > 0)");
+  if (s.vocab < 2) return bad("a cnn needs vocab >= 2 (classes)");
+  const double h = static_cast<double>(std::max<std::int64_t>(0, s.hidden));
+  params += s.layers > 0 ? flattened * h + static_cast<double>(s.layers - 1) * h * h + h * static_cast<double>(s.vocab)
+                         : flattened * static_cast<double>(s.vocab);
+  if (elements > 1e12) {
+    return bad(absl::StrFormat("a feature map of %.3g elements per sample, more than 1e12 (lower image_size or "
+                               "conv_channels)", elements));
+  }
+  if (params > 1e17) {
+    return bad(absl::StrFormat("about %.3g parameters, more than the 1e17 the testbed counts exactly (lower "
+                               "conv_channels, layers, hidden or vocab)", params));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckShape(const ModelShape& s) {
   auto bad = [&](std::string what) {
     return absl::InvalidArgumentError(absl::StrCat("model '", s.name, "': ", what));
   };
-  if (s.family != "gpt" && s.family != "bert" && s.family != "moe-gpt" && s.family != "mlp") {
-    return bad(absl::StrCat("family '", s.family, "' is not one of gpt, bert, moe-gpt, mlp"));
+  if (s.family != "gpt" && s.family != "bert" && s.family != "moe-gpt" && s.family != "mlp" && s.family != "cnn") {
+    return bad(absl::StrCat("family '", s.family, "' is not one of gpt, bert, moe-gpt, mlp, cnn"));
   }
+  if (s.family == "cnn") return CheckCnnShape(s);
   if (s.layers < 1) return bad("layers must be >= 1");
   if (s.hidden < 1) return bad("hidden must be >= 1");
   if (s.family == "mlp") {
@@ -88,32 +138,94 @@ absl::Status CheckShape(const ModelShape& s) {
 
 namespace {
 
+// One dense layer of a classifier, `in` -> `out` features per sample (one row), bias
+// included; it keeps its input and pre-activation, `element_bytes` bytes per element.
+Layer DenseRecord(std::string name, std::int64_t in, std::int64_t out, std::int64_t classes,
+                  std::int64_t element_bytes) {
+  Layer l;
+  l.name = std::move(name);
+  l.kind = LayerKind::kDense;
+  l.hidden = out;
+  l.ffn_hidden = in;  // the layer's input width
+  l.seq_len = 1;
+  l.vocab = classes;
+  l.fwd_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(out);
+  l.bwd_flops_per_sample = 2.0 * l.fwd_flops_per_sample;
+  l.params = in * out + out;
+  l.activation_bytes_per_sample = element_bytes * (in + out);
+  l.activation_replicated_bytes_per_sample = l.activation_bytes_per_sample;
+  l.output_bytes_per_sample = element_bytes * out;
+  return l;
+}
+
+// `layers` dense layers of width `hidden` with GELU from `in` features, then the classifier.
+void AddDenseLayers(ModelGraph& g, std::int64_t in, std::int64_t element_bytes) {
+  const ModelShape& shape = g.shape;
+  for (std::int64_t i = 0; i <= shape.layers; ++i) {
+    const bool last = i == shape.layers;
+    const std::int64_t out = last ? shape.vocab : shape.hidden;
+    g.layers.push_back(DenseRecord(last ? "classifier" : absl::StrCat("dense", i), in, out, shape.vocab, element_bytes));
+    in = out;
+  }
+}
+
 // An MLP classifier: `layers` dense layers with GELU (the first from the inputs), then a dense
-// layer to the classes. Each layer's FLOPs are per sample (one row).
+// layer to the classes. Each layer's FLOPs are per sample (one row); its activations are
+// counted in fp32 (4 bytes an element), as the executor trains it.
 ModelGraph BuildMlp(const ModelShape& shape) {
   ModelGraph g;
   g.shape = shape;
   g.shape.seq_len = 1;
-  std::int64_t in = shape.inputs;
-  for (std::int64_t i = 0; i <= shape.layers; ++i) {
-    const bool last = i == shape.layers;
-    const std::int64_t out = last ? shape.vocab : shape.hidden;
+  AddDenseLayers(g, shape.inputs, 4);
+  return g;
+}
+
+// A convolutional classifier (CheckCnnShape has passed): per entry of conv_channels a block
+// "conv<i>" (3x3 convolution with stride 1 and zero padding 1, ReLU, 2x2 max-pooling with
+// stride 2), then the dense layers and the classifier as for an mlp, from the flattened
+// last feature map. Figures are per sample (one image) with 16-bit activations (2 bytes an
+// element), as for the transformers.
+ModelGraph BuildCnn(const ModelShape& shape) {
+  constexpr std::int64_t kKernel = 3;
+  ModelGraph g;
+  g.shape = shape;
+  g.shape.seq_len = 1;
+  g.shape.inputs = shape.channels * shape.image_size * shape.image_size;
+  std::int64_t in_channels = shape.channels, size = shape.image_size;
+  for (size_t i = 0; i < shape.conv_channels.size(); ++i) {
+    const std::int64_t out_channels = shape.conv_channels[i];
+    const std::int64_t pixels = size * size, pooled = (size / 2) * (size / 2);
+    const std::int64_t patch = in_channels * kKernel * kKernel;
     Layer l;
-    l.name = last ? "classifier" : absl::StrCat("dense", i);
-    l.kind = LayerKind::kDense;
-    l.hidden = out;
-    l.ffn_hidden = in;  // the layer's input width
+    l.name = absl::StrCat("conv", i);
+    l.kind = LayerKind::kConv;
     l.seq_len = 1;
     l.vocab = shape.vocab;
-    l.fwd_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(out);
-    l.bwd_flops_per_sample = 2.0 * l.fwd_flops_per_sample;
-    l.params = in * out + out;
-    l.activation_bytes_per_sample = 4 * (in + out);  // fp32 input and pre-activation
+    l.conv_in_channels = in_channels;
+    l.conv_out_channels = out_channels;
+    l.conv_image_size = size;
+    l.conv_kernel = kKernel;
+    l.ffn_hidden = in_channels * pixels;  // input elements
+    l.hidden = out_channels * pooled;     // output elements, after pooling
+    // Multiply-accumulates: every output pixel of every output channel over one patch
+    // (padding keeps the image's size; padded taps are counted, as the GEMM computes them).
+    const double macs = static_cast<double>(out_channels) * static_cast<double>(pixels) * static_cast<double>(patch);
+    l.fwd_flops_per_sample = 2.0 * macs;
+    l.bwd_flops_per_sample = 2.0 * l.fwd_flops_per_sample;  // input and weight gradients
+    l.params = out_channels * patch + out_channels;          // weights and one bias per channel
+    // Kept for backward: the convolution's input and the ReLU's output (2 bytes an element),
+    // and the position of each pooling window's maximum (1 byte per pooled element).
+    l.activation_bytes_per_sample = 2 * in_channels * pixels + 2 * out_channels * pixels + out_channels * pooled;
     l.activation_replicated_bytes_per_sample = l.activation_bytes_per_sample;
-    l.output_bytes_per_sample = 4 * out;
-    g.layers.push_back(l);
-    in = out;
+    l.output_bytes_per_sample = 2 * out_channels * pooled;
+    g.layers.push_back(std::move(l));
+    in_channels = out_channels;
+    size /= 2;
   }
+  AddDenseLayers(g, in_channels * size * size, 2);
+  // Every layer but the classifier is a block of its own (what planners split into stages);
+  // the classifier, like a transformer's head, joins the last stage.
+  for (size_t i = 0; i + 1 < g.layers.size(); ++i) g.layers[i].block = static_cast<std::int64_t>(i);
   return g;
 }
 
@@ -176,8 +288,10 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
     return BuildGiven(shape);
   }
   if (absl::Status st = CheckShape(shape); !st.ok()) return st;
-  if (absl::Status st = CheckGraphSize(shape, 2.0 * static_cast<double>(shape.layers) + 2); !st.ok()) return st;
+  const double records = 2.0 * static_cast<double>(shape.layers) + 2 + static_cast<double>(shape.conv_channels.size());
+  if (absl::Status st = CheckGraphSize(shape, records); !st.ok()) return st;
   if (shape.family == "mlp") return BuildMlp(shape);
+  if (shape.family == "cnn") return BuildCnn(shape);
   ModelGraph g;
   g.shape = shape;
   const std::int64_t h = shape.hidden, s = shape.seq_len, a = shape.heads, v = shape.vocab;

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "test_support.h"
+#include "testbed/layer_kernels.h"
+#include "testbed/plan_search.h"
 
 namespace testbed {
 namespace {
@@ -131,6 +133,143 @@ heads = 16
   Resolve("[model]\nfamily = \"gpt\"\nlayers = 2\nhidden = 1000000000000\nheads = 16\n", "r.toml", range);
   ASSERT_FALSE(range.empty());
   EXPECT_THAT(std::string(range.ToStatus().message()), HasSubstr("'hidden': expected int in [1, 16777216]"));
+}
+
+}  // namespace
+}  // namespace testbed
+
+namespace testbed {
+namespace {
+
+// Family "cnn" from TOML: conv blocks, dense layers and the classifier, each counted by hand.
+// Per conv block (3x3, padding 1, ReLU, 2x2 pool): MACs = out_c x size^2 x in_c x 9, params
+// out_c x (in_c x 9 + 1), activations 2 x (in_c + out_c) x size^2 + out_c x (size / 2)^2 bytes,
+// output 2 x out_c x (size / 2)^2 bytes.
+TEST(CnnModel, LayersParametersAndFlopsFromToml) {
+  ErrorList errors;
+  auto m = Resolve(R"([model]
+name = "cnn"
+family = "cnn"
+channels = 1
+image_size = 28
+conv_channels = [4, 8]
+layers = 1
+hidden = 32
+vocab = 10
+)", "cnn.toml", errors);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  ASSERT_EQ(m->layers.size(), 4u);
+  EXPECT_EQ(m->shape.inputs, 784);
+  EXPECT_EQ(m->shape.seq_len, 1);
+  const Layer& c0 = m->layers[0];
+  EXPECT_EQ(c0.name, "conv0");
+  EXPECT_EQ(c0.kind, LayerKind::kConv);
+  EXPECT_STREQ(LayerKindName(c0.kind), "conv");
+  EXPECT_EQ(c0.conv_in_channels, 1);
+  EXPECT_EQ(c0.conv_out_channels, 4);
+  EXPECT_EQ(c0.conv_image_size, 28);
+  EXPECT_EQ(c0.params, 4 * 9 + 4);
+  EXPECT_DOUBLE_EQ(c0.fwd_flops_per_sample, 2.0 * 4 * 784 * 9);  // 56,448
+  EXPECT_DOUBLE_EQ(c0.bwd_flops_per_sample, 2.0 * c0.fwd_flops_per_sample);
+  EXPECT_EQ(c0.activation_bytes_per_sample, 2 * 784 + 2 * 4 * 784 + 4 * 196);  // 8,624
+  EXPECT_EQ(c0.output_bytes_per_sample, 2 * 4 * 196);
+  EXPECT_EQ(c0.ffn_hidden, 784);
+  EXPECT_EQ(c0.hidden, 4 * 196);
+  const Layer& c1 = m->layers[1];
+  EXPECT_EQ(c1.name, "conv1");
+  EXPECT_EQ(c1.conv_in_channels, 4);
+  EXPECT_EQ(c1.conv_image_size, 14);
+  EXPECT_EQ(c1.params, 8 * 36 + 8);
+  EXPECT_DOUBLE_EQ(c1.fwd_flops_per_sample, 2.0 * 8 * 196 * 36);  // 112,896
+  EXPECT_EQ(c1.activation_bytes_per_sample, 2 * 4 * 196 + 2 * 8 * 196 + 8 * 49);
+  EXPECT_EQ(c1.output_bytes_per_sample, 2 * 8 * 49);
+  const Layer& d0 = m->layers[2];
+  EXPECT_EQ(d0.name, "dense0");
+  EXPECT_EQ(d0.kind, LayerKind::kDense);
+  EXPECT_EQ(d0.ffn_hidden, 8 * 49);  // the flattened 8 x 7 x 7 feature map
+  EXPECT_EQ(d0.params, 392 * 32 + 32);
+  EXPECT_DOUBLE_EQ(d0.fwd_flops_per_sample, 2.0 * 392 * 32);
+  EXPECT_EQ(d0.activation_bytes_per_sample, 2 * (392 + 32));
+  const Layer& head = m->layers[3];
+  EXPECT_EQ(head.name, "classifier");
+  EXPECT_EQ(head.params, 32 * 10 + 10);
+  EXPECT_EQ(head.output_bytes_per_sample, 2 * 10);
+  EXPECT_EQ(m->TotalParams(), 40 + 296 + 12576 + 330);
+  EXPECT_DOUBLE_EQ(m->FwdFlopsPerSample(), 56448.0 + 112896.0 + 25088.0 + 640.0);
+  // Conv blocks and dense layers are the blocks planners split; the classifier joins the last.
+  EXPECT_EQ(m->NumBlocks(), 3);
+  EXPECT_EQ(c1.block, 1);
+  EXPECT_EQ(d0.block, 2);
+  EXPECT_EQ(head.block, -1);
+  auto stages = UniformBlockStages(*m, 3);
+  ASSERT_TRUE(stages.ok()) << stages.status();
+  ASSERT_EQ(stages->size(), 3u);
+  EXPECT_EQ((*stages)[2].first_layer, 2);
+  EXPECT_EQ((*stages)[2].end_layer, 4);
+  // The device models cost a conv block as one GEMM of the graph's FLOPs (two in backward)
+  // and the memory-bound im2col, ReLU and pooling.
+  for (Phase phase : {Phase::kForward, Phase::kBackward}) {
+    LayerWork work;
+    work.layer = &c1;
+    work.phase = phase;
+    work.micro_batch = 8;
+    double gemm_flops = 0;
+    int memory_kernels = 0;
+    for (const Kernel& k : LayerKernels(work)) {
+      if (k.kind == KernelKind::kGemm) gemm_flops += k.flops;
+      if (k.kind == KernelKind::kMemory) ++memory_kernels;
+      EXPECT_GT(k.bytes, 0) << k.name;
+    }
+    const double per_sample = phase == Phase::kForward ? c1.fwd_flops_per_sample : c1.bwd_flops_per_sample;
+    EXPECT_DOUBLE_EQ(gemm_flops, 8 * per_sample);
+    EXPECT_EQ(memory_kernels, 3);
+  }
+}
+
+// No dense layers: the classifier reads the last feature map; `hidden` is not needed.
+TEST(CnnModel, ZeroDenseLayersNeedNoHidden) {
+  ErrorList errors;
+  auto m = Resolve("[model]\nfamily = \"cnn\"\nimage_size = 8\nconv_channels = [4]\nlayers = 0\nvocab = 10\n",
+                   "c.toml", errors);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  ASSERT_EQ(m->layers.size(), 2u);
+  EXPECT_EQ(m->layers[1].name, "classifier");
+  EXPECT_EQ(m->layers[1].ffn_hidden, 4 * 16);
+  EXPECT_EQ(m->TotalParams(), (4 * 9 + 4) + (64 * 10 + 10));
+}
+
+std::string CnnError(const std::string& keys) {
+  ErrorList errors;
+  auto m = Resolve("[model]\nfamily = \"cnn\"\nvocab = 10\n" + keys, "bad.toml", errors);
+  EXPECT_EQ(m, nullptr) << keys;
+  return std::string(errors.ToStatus().message());
+}
+
+TEST(CnnModel, BadShapesNameTheKey) {
+  // Three blocks halve 4 pixels three times.
+  EXPECT_THAT(CnnError("image_size = 4\nconv_channels = [2, 2, 2]\nlayers = 0\n"),
+              HasSubstr("image_size 4 is too small for 3 conv blocks: each 2x2 max-pooling halves the image, so "
+                        "image_size must be >= 8"));
+  EXPECT_THAT(CnnError("image_size = 8\nconv_channels = []\nlayers = 0\n"),
+              HasSubstr("bad.toml:5:17: [model]: 'conv_channels' needs at least one entry"));
+  EXPECT_THAT(CnnError("image_size = 8\nconv_channels = [4, -1]\nlayers = 0\n"),
+              HasSubstr("bad.toml:5:17: [model]: 'conv_channels': expected list of int in [1"));
+  EXPECT_THAT(CnnError("image_size = 8\nconv_channels = [0]\nlayers = 0\n"), HasSubstr("'conv_channels': expected"));
+  EXPECT_THAT(CnnError("conv_channels = [4]\nlayers = 0\n"), HasSubstr("missing required key 'image_size'"));
+  EXPECT_THAT(CnnError("image_size = 8\nlayers = 0\n"), HasSubstr("missing required key 'conv_channels'"));
+  EXPECT_THAT(CnnError("image_size = 8\nconv_channels = [4]\nlayers = 2\n"),
+              HasSubstr("hidden must be >= 1 (the width of the dense layers; layers > 0)"));
+  EXPECT_THAT(CnnError("image_size = 8\nconv_channels = [4]\nlayers = 0\ninputs = 100\n"),
+              HasSubstr("inputs (100) must be channels x image_size^2 = 64"));
+  // The conv keys belong to the cnn; other families still need layers >= 1.
+  ErrorList mlp;
+  EXPECT_EQ(Resolve("[model]\nfamily = \"mlp\"\nlayers = 1\nhidden = 8\ninputs = 4\nvocab = 2\nimage_size = 8\n",
+                    "m.toml", mlp),
+            nullptr);
+  EXPECT_THAT(std::string(mlp.ToStatus().message()), HasSubstr("'image_size' is a key of family \"cnn\", not \"mlp\""));
+  ErrorList gpt;
+  EXPECT_EQ(Resolve("[model]\nlayers = 0\nhidden = 64\nheads = 4\n", "g.toml", gpt), nullptr);
+  EXPECT_THAT(std::string(gpt.ToStatus().message()), HasSubstr("layers must be >= 1"));
 }
 
 }  // namespace

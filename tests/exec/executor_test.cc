@@ -1,17 +1,29 @@
 // Every schedule and parallel layout, run for real on ranks (threads), reproduces
 // single-process training: the same loss and gradient norm at every step (float rounding
-// aside: partial sums add up in another order).
+// aside: partial sums add up in another order). The cnn family too: data parallel on the
+// digits, through the executor and the real backend (and on Fashion-MNIST where Debian's
+// dataset-fashion-mnist is installed).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
+#include "absl/strings/str_cat.h"
+#include "config/experiment.h"
+#include "config/preset_library.h"
+#include "config/run_config.h"
 #include "engine/plugin_loader.h"
+#include "exec/cnn_stack.h"
 #include "exec/collective_latency.h"
 #include "exec/data_sources.h"
 #include "exec/executor.h"
+#include "exec/executor_stack.h"
+#include "exec/real_backend.h"
 #include "fake_device.h"
 #include "on_every_rank.h"
 #include "sim_fixtures.h"
@@ -23,6 +35,7 @@
 #include "testbed/status_macros.h"
 #include "testbed/train/char_corpus.h"
 #include "testbed/train/gemm.h"
+#include "testbed/train/labeled_data.h"
 
 // Layouts are written as short brace lists; the fields left out keep their defaults.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -178,6 +191,75 @@ class ExecutorTest : public ::testing::Test {
     ExecutorInputs in{graph, plan, schedule, train, TextSource(*corpus_, shape.seq_len, 5), 5, {}, {}, {},
                       layout.make_gemm};
     return Execute(in, std::move(endpoints));
+  }
+
+  // The shipped digits sit beside the shipped corpus (data/text, data/digits).
+  static std::string DigitsFile() {
+    return (std::filesystem::path(TESTBED_TEST_CORPUS).parent_path().parent_path() / "digits" / "digits.csv.gz")
+        .string();
+  }
+
+  // Every run of the experiment `text` on the real backend (written to a file of its own).
+  static std::vector<absl::StatusOr<RunOutput>> RunReal(const std::string& name, const std::string& text) {
+    const std::filesystem::path file =
+        std::filesystem::temp_directory_path() / absl::StrCat("executor_test_", name, "_", ::getpid(), ".toml");
+    std::ofstream(file) << text;
+    std::vector<absl::StatusOr<RunOutput>> outs;
+    auto ex = Experiment::Load(file, {});
+    std::filesystem::remove(file);
+    if (!ex.ok()) {
+      outs.emplace_back(ex.status());
+      return outs;
+    }
+    PresetLibrary presets({});
+    RealBackend backend;
+    for (const RunSpec& spec : ex->runs()) {
+      auto run = ResolveRun(spec, *registry_, presets);
+      if (!run.ok()) {
+        outs.emplace_back(run.status());
+        continue;
+      }
+      outs.push_back(backend.Run(*run, *registry_, RunControl{}));
+    }
+    return outs;
+  }
+
+  // A small cnn (one conv block of 4 channels on the 8x8 digits, then the classifier),
+  // trained for kCnnSteps steps over `dp` replicas.
+  static constexpr int kCnnSteps = 12;
+  static absl::StatusOr<std::vector<StepRecord>> TrainCnnOnDigits(int dp) {
+    TESTBED_ASSIGN_OR_RETURN(const train::LabeledData data, train::LoadDigits(DigitsFile()));
+    ModelShape shape;
+    shape.name = "cnn-digits";
+    shape.family = "cnn";
+    shape.channels = 1;
+    shape.image_size = 8;
+    shape.conv_channels = {4};
+    shape.layers = 0;
+    shape.vocab = data.classes;
+    TESTBED_ASSIGN_OR_RETURN(const ModelGraph graph, BuildModelGraph(shape));
+    const Cluster cluster = testing::StarCluster(dp, 1e10, 1e-6);
+    TrainSettings train;
+    train.global_batch = 32;
+    train.micro_batch = 8;
+    train.steps = kCnnSteps;
+    train.optimizer = "adam";
+    train.learning_rate = 5e-2;
+    train.precision = Precision::kFp32;
+    ParallelSettings parallel;
+    parallel.dp = dp;
+    auto dm = Make<DeviceModel>("roofline");
+    auto part = Make<Partitioner>("megatron.uniform");
+    auto sched = Make<Scheduler>("1f1b");
+    if (!dm || !part || !sched) return absl::InternalError("components not made");
+    PlanningContext ctx{graph, cluster, train, parallel, *dm, 1, {}};
+    TESTBED_ASSIGN_OR_RETURN(Plan plan, part->Partition(ctx));
+    SchedulingContext sctx{graph, cluster, plan, train, *dm};
+    TESTBED_ASSIGN_OR_RETURN(Schedule schedule, sched->BuildSchedule(sctx));
+    TESTBED_ASSIGN_OR_RETURN(auto endpoints, Endpoints(Layout{}, dp));
+    ExecutorInputs in{graph, plan, schedule, train, LabeledSource(data, 5), 5, {}, {}, {}, {}};
+    TESTBED_ASSIGN_OR_RETURN(ExecutionResult result, Execute(in, std::move(endpoints)));
+    return result.steps;
   }
 
   static void ExpectSameAsSingle(const Layout& layout) {
@@ -388,6 +470,176 @@ TEST_F(ExecutorTest, NcclHostBuffers) {
     GTEST_SKIP() << "needs 2 GPUs: " << two.status();
   }
   ExpectSameAsSingle(l);
+}
+
+// The cnn family for real: data-parallel training over 2 replicas gives single-process
+// training's losses and gradient norms, and the loss falls.
+TEST_F(ExecutorTest, CnnDataParallelMatchesSingleProcess) {
+  auto single = TrainCnnOnDigits(1);
+  ASSERT_TRUE(single.ok()) << single.status();
+  auto dp2 = TrainCnnOnDigits(2);
+  ASSERT_TRUE(dp2.ok()) << dp2.status();
+  ASSERT_EQ(single->size(), static_cast<size_t>(kCnnSteps));
+  ASSERT_EQ(dp2->size(), single->size());
+  for (size_t i = 0; i < single->size(); ++i) {
+    EXPECT_NEAR((*dp2)[i].loss, (*single)[i].loss, 2e-5) << "step " << i;
+    EXPECT_NEAR((*dp2)[i].grad_norm, (*single)[i].grad_norm, 2e-4 * (*single)[i].grad_norm) << "step " << i;
+  }
+  EXPECT_LT(single->back().loss, 0.6 * single->front().loss);  // 2.37 to 0.80 nats/sample
+}
+
+// The executor's cnn has the graph's layers and parameters, and runs data parallel only.
+TEST_F(ExecutorTest, CnnStackMatchesItsGraphAndRefusesModelSplits) {
+  ModelShape shape;
+  shape.family = "cnn";
+  shape.channels = 1;
+  shape.image_size = 8;
+  shape.conv_channels = {4, 6};
+  shape.layers = 1;
+  shape.hidden = 12;
+  shape.vocab = 10;
+  auto graph = BuildModelGraph(shape);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto model = BuildExecutorStack(*graph, 3);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(model->num_layers(), static_cast<int>(graph->layers.size()));
+  for (int l = 0; l < model->num_layers(); ++l) {
+    const Layer& gl = graph->layers[static_cast<size_t>(l)];
+    std::int64_t params = 0;
+    for (train::Param<float>* p : model->layer(l).Params()) params += p->value.size();
+    EXPECT_EQ(params, gl.params) << gl.name;
+    // The graph's FLOPs are 2 x the convolution's multiply-accumulates as the layer counts them.
+    if (const auto* block = dynamic_cast<const ConvBlock*>(&model->layer(l))) {
+      EXPECT_EQ(gl.kind, LayerKind::kConv);
+      EXPECT_DOUBLE_EQ(gl.fwd_flops_per_sample, 2.0 * static_cast<double>(block->conv().MacsPerSample())) << gl.name;
+    }
+  }
+  EXPECT_EQ(graph->layers[0].name, "conv0");
+  EXPECT_EQ(graph->layers[1].name, "conv1");
+  EXPECT_TRUE(CheckExecutorLayout(graph->shape, 1, 1).ok());
+  EXPECT_NE(CheckExecutorLayout(graph->shape, 2, 1).message().find("a cnn runs without tensor parallelism"),
+            std::string_view::npos);
+  EXPECT_NE(CheckExecutorLayout(graph->shape, 1, 2).message().find("one pipeline stage (pp = 1)"),
+            std::string_view::npos);
+}
+
+double MetricOf(const RunOutput& out, const char* name) {
+  const Metric* m = out.metrics.Find(name);
+  return m != nullptr ? m->value : -1.0;
+}
+
+// An experiment training a cnn on the real backend: `model` and `data` are inline tables.
+std::string CnnExperiment(const std::string& model, const std::string& data, int steps) {
+  return absl::StrCat(R"(communicator = "local"
+[experiment]
+name = "cnn"
+backend = "real"
+[[arm]]
+name = "cnn"
+[parallel]
+dp = 2
+[train]
+global_batch = 32
+micro_batch = 8
+steps = )", steps, R"(
+optimizer = "adam"
+learning_rate = 0.03
+precision = "fp32"
+[real]
+profile_repeats = 1
+[model]
+name = "cnn"
+family = "cnn"
+vocab = 10
+)", model, "\n[data]\n", data, "\n");
+}
+
+// Through the real backend: the digits as 8x8 images, two replicas checked against one, the
+// layers profiled for the simulator's prediction, a validation accuracy.
+TEST_F(ExecutorTest, RealBackendTrainsACnnOnTheDigits) {
+  const std::string text =
+      CnnExperiment("channels = 1\nimage_size = 8\nconv_channels = [4]\nlayers = 1\nhidden = 16",
+                    absl::StrCat("dataset = \"digits\"\npath = \"", DigitsFile(), "\"\nmax_samples = 600"), 8);
+  auto outs = RunReal("cnn_digits", text);
+  ASSERT_EQ(outs.size(), 1u);
+  ASSERT_TRUE(outs[0].ok()) << outs[0].status();
+  EXPECT_LT(MetricOf(*outs[0], "final_loss"), MetricOf(*outs[0], "first_loss"));
+  EXPECT_GE(MetricOf(*outs[0], "max_loss_diff_vs_single"), 0.0);
+  EXPECT_LT(MetricOf(*outs[0], "max_loss_diff_vs_single"), 2e-5);
+  EXPECT_GT(MetricOf(*outs[0], "validation_accuracy"), 0.0);
+  EXPECT_GT(MetricOf(*outs[0], "predicted_iteration_s"), 0.0);
+}
+
+// Images and model must agree; Fashion-MNIST without its files names the directory and the
+// package that installs them.
+TEST_F(ExecutorTest, RealBackendNamesImageAndDataMismatches) {
+  auto wrong_size = RunReal("cnn_wrong_size", CnnExperiment("image_size = 28\nconv_channels = [4]\nlayers = 0",
+                                                            absl::StrCat("dataset = \"digits\"\npath = \"",
+                                                                         DigitsFile(), "\""), 2));
+  ASSERT_EQ(wrong_size.size(), 1u);
+  ASSERT_FALSE(wrong_size[0].ok());
+  EXPECT_NE(wrong_size[0].status().message().find(
+                "[model] channels = 1, image_size = 28 do not fit [data] dataset \"digits\", whose images have 1 "
+                "channel of 8x8 pixels"),
+            std::string_view::npos)
+      << wrong_size[0].status();
+  const std::string missing = (std::filesystem::temp_directory_path() / "no-fashion-mnist-here").string();
+  auto no_files = RunReal("cnn_no_files", CnnExperiment("image_size = 28\nconv_channels = [4]\nlayers = 0",
+                                                        absl::StrCat("dataset = \"fashion-mnist\"\npath = \"",
+                                                                     missing, "\""), 2));
+  ASSERT_EQ(no_files.size(), 1u);
+  ASSERT_FALSE(no_files[0].ok());
+  EXPECT_EQ(no_files[0].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(no_files[0].status().message().find(absl::StrCat("no directory '", missing, "'")), std::string_view::npos)
+      << no_files[0].status();
+  EXPECT_NE(no_files[0].status().message().find("Debian package dataset-fashion-mnist"), std::string_view::npos)
+      << no_files[0].status();
+}
+
+// The Fashion-MNIST branch on IDX files of its layout made here (plain bytes under the .gz
+// names, which the loader reads as they are): 60 images of 28x28, class c a bright row 2c,
+// of which the first 48 are used.
+TEST_F(ExecutorTest, RealBackendReadsFashionMnistFilesFromItsPath) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("executor_test_idx_", ::getpid());
+  std::filesystem::create_directories(dir);
+  auto be32 = [](std::uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                       static_cast<char>(v)};
+  };
+  constexpr int kImages = 60;
+  std::string images = be32(0x803) + be32(kImages) + be32(28) + be32(28), labels = be32(0x801) + be32(kImages);
+  for (int i = 0; i < kImages; ++i) {
+    const int c = i % 10;
+    for (int p = 0; p < 28 * 28; ++p) images.push_back(static_cast<char>(p / 28 == 2 * c ? 255 : (p * 7 + i) % 32));
+    labels.push_back(static_cast<char>(c));
+  }
+  std::ofstream(dir / "train-images-idx3-ubyte.gz", std::ios::binary) << images;
+  std::ofstream(dir / "train-labels-idx1-ubyte.gz", std::ios::binary) << labels;
+  auto outs = RunReal("cnn_idx", CnnExperiment("image_size = 28\nconv_channels = [2]\nlayers = 0",
+                                               absl::StrCat("dataset = \"fashion-mnist\"\npath = \"", dir.string(),
+                                                            "\"\nmax_samples = 48\nvalidation_fraction = 0.25"),
+                                               3));
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(outs.size(), 1u);
+  ASSERT_TRUE(outs[0].ok()) << outs[0].status();
+  EXPECT_LT(MetricOf(*outs[0], "max_loss_diff_vs_single"), 2e-5);
+  EXPECT_GE(MetricOf(*outs[0], "validation_accuracy"), 0.0);
+}
+
+// Fashion-MNIST from Debian's package (skipped where it is not installed): a cnn on the first
+// 512 training images learns.
+TEST_F(ExecutorTest, RealBackendTrainsACnnOnFashionMnist) {
+  constexpr char kDir[] = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::is_directory(kDir)) {
+    GTEST_SKIP() << "Fashion-MNIST not installed (" << kDir << "): install the Debian package dataset-fashion-mnist";
+  }
+  auto outs = RunReal("cnn_fashion", CnnExperiment("channels = 1\nimage_size = 28\nconv_channels = [4]\nlayers = 0",
+                                                   "dataset = \"fashion-mnist\"\nmax_samples = 512", 8));
+  ASSERT_EQ(outs.size(), 1u);
+  ASSERT_TRUE(outs[0].ok()) << outs[0].status();
+  EXPECT_LT(MetricOf(*outs[0], "final_loss"), MetricOf(*outs[0], "first_loss"));
+  EXPECT_LT(MetricOf(*outs[0], "max_loss_diff_vs_single"), 2e-5);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 namespace testbed {
 
-enum class LayerKind { kEmbedding, kAttention, kMlp, kMoe, kHead, kGnn, kDense, kGiven };
+enum class LayerKind { kEmbedding, kAttention, kMlp, kMoe, kHead, kGnn, kDense, kConv, kGiven };
 [[nodiscard]] const char* LayerKindName(LayerKind kind) noexcept;
 
 // A layer whose cost the user measured (family "layers"): its forward and backward time for a
@@ -29,11 +29,15 @@ struct GivenLayer {
 };
 
 // The shape of a transformer (GPT or BERT style, dense or MoE; FFN size 0 means 4 x hidden),
-// or of an MLP classifier (family "mlp": `inputs` features, `layers` hidden layers of width
-// `hidden` with GELU, then `vocab` classes; a sample is one row, seq_len 1).
+// of an MLP classifier (family "mlp": `inputs` features, `layers` hidden layers of width
+// `hidden` with GELU, then `vocab` classes; a sample is one row, seq_len 1), or of a small
+// convolutional classifier (family "cnn": square images of `channels` x `image_size` x
+// `image_size` pixels, one convolution block per entry of `conv_channels` (3x3 convolution,
+// stride 1, zero padding 1, ReLU, 2x2 max-pooling with stride 2), then `layers` (0 or more)
+// dense layers of width `hidden` with GELU, then `vocab` classes; seq_len 1).
 struct ModelShape {
   std::string name;
-  std::string family = "gpt";  // "gpt" (causal) | "bert" (bidirectional) | "moe-gpt" | "mlp" | "mlp"
+  std::string family = "gpt";  // "gpt" (causal) | "bert" (bidirectional) | "moe-gpt" | "mlp" | "cnn" | "layers"
   std::int64_t layers = 0;
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
@@ -43,7 +47,12 @@ struct ModelShape {
   std::int64_t experts = 0;  // MoE: experts per MoE layer (0: dense model)
   std::int64_t top_k = 1;    // MoE: experts each token is routed to
   bool tied_embeddings = true;
-  std::int64_t inputs = 0;  // mlp: input features
+  std::int64_t inputs = 0;      // mlp: input features; cnn: channels * image_size^2 (0: derived)
+  std::int64_t channels = 1;    // cnn: input channels (1 for grey-scale images)
+  std::int64_t image_size = 0;  // cnn: input rows = columns, in pixels
+  // cnn: output channels of each convolution block, first to last; each block halves the
+  // image's rows and columns (rounding down), so image_size needs at least 2^blocks pixels.
+  std::vector<std::int64_t> conv_channels;
   // family "layers": the chain of layers as given, with no embedding or head unless listed.
   std::vector<GivenLayer> given;
 };
@@ -52,9 +61,9 @@ struct ModelShape {
 // parallelism, activations in 16-bit precision (as stored for backward by Megatron-LM:
 // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models").
 struct Layer {
-  std::string name;  // "embedding", "block3.attention", "block3.mlp", "head"
+  std::string name;  // "embedding", "block3.attention", "block3.mlp", "head", "conv0", "dense1"
   LayerKind kind = LayerKind::kAttention;
-  std::int64_t block = -1;  // transformer block index; -1 for embedding and head
+  std::int64_t block = -1;  // transformer block index (cnn: layer index); -1 for embedding and head
   std::int64_t hidden = 0, ffn_hidden = 0, heads = 0, seq_len = 0, vocab = 0, experts = 0, top_k = 1;
   bool causal = true;
   double fwd_flops_per_sample = 0.0;  // matrix-multiply FLOPs, forward
@@ -83,6 +92,15 @@ struct Layer {
   double given_fwd_s = -1;
   double given_bwd_s = -1;
   std::int64_t given_micro_batch = 0;
+  // kConv (family cnn): a conv_kernel x conv_kernel convolution, stride 1, zero padding
+  // conv_kernel / 2 (the image keeps its size), ReLU, then 2x2 max-pooling with stride 2,
+  // from conv_in_channels x conv_image_size x conv_image_size input pixels to
+  // conv_out_channels x (conv_image_size / 2)^2. As for dense layers, `ffn_hidden` is the
+  // input width and `hidden` the output width, in elements per sample.
+  std::int64_t conv_in_channels = 0;
+  std::int64_t conv_out_channels = 0;
+  std::int64_t conv_image_size = 0;
+  std::int64_t conv_kernel = 0;
 };
 
 struct ModelGraph {
@@ -92,7 +110,12 @@ struct ModelGraph {
   [[nodiscard]] std::int64_t TotalParams() const noexcept;  // shared weights counted once
   [[nodiscard]] double FwdFlopsPerSample() const noexcept;
   [[nodiscard]] double TrainFlopsPerSample() const noexcept;  // forward + backward
-  [[nodiscard]] int NumBlocks() const noexcept { return static_cast<int>(shape.layers); }
+  // Transformer blocks (mlp: hidden layers; cnn: conv blocks and dense layers, the units a
+  // pipeline stage may hold besides the classifier).
+  [[nodiscard]] int NumBlocks() const noexcept {
+    const std::int64_t conv = shape.family == "cnn" ? static_cast<std::int64_t>(shape.conv_channels.size()) : 0;
+    return static_cast<int>(shape.layers + conv);
+  }
 };
 
 // Derives the layer graph from a shape: embedding, then (attention, MLP or MoE) per block,

@@ -15,10 +15,15 @@ const std::vector<ParamSpec>& ModelSchema() {
   static const std::vector<ParamSpec> schema = {
       ParamSpec::String("name", "").Doc("model name shown in tables"),
       ParamSpec::String("doc", "").Doc("one line about the model and where its shape comes from"),
-      ParamSpec::Choice("family", "gpt", {"gpt", "bert", "moe-gpt", "mlp", "layers"})
-          .Doc("causal GPT, bidirectional BERT, GPT with MoE FFNs, an MLP classifier, or layers with measured times"),
-      ParamSpec::Int("layers", 0).Range(1, 1 << 24).Unit("blocks").Doc("transformer blocks (mlp: hidden layers); required but for family layers"),
-      ParamSpec::Int("hidden", 0).Range(1, 1 << 24).Unit("elements").Doc("hidden size h; required but for family layers"),
+      ParamSpec::Choice("family", "gpt", {"gpt", "bert", "moe-gpt", "mlp", "cnn", "layers"})
+          .Doc("causal GPT, bidirectional BERT, GPT with MoE FFNs, an MLP classifier, a convolutional classifier, or "
+               "layers with measured times"),
+      ParamSpec::Int("layers", 0).Range(0, 1 << 24).Unit("blocks")
+          .Doc("transformer blocks (mlp: hidden layers, cnn: dense layers after the conv blocks, 0 or more; others "
+               ">= 1); required but for family layers"),
+      ParamSpec::Int("hidden", 0).Range(1, 1 << 24).Unit("elements")
+          .Doc("hidden size h (cnn: width of the dense layers, needed when layers > 0); required but for families "
+               "layers and cnn"),
       ParamSpec::Int("heads", 0).Range(0, 1 << 20).Unit("heads").Doc("attention heads a (h divisible by a; transformers only)"),
       ParamSpec::Int("ffn_hidden", 0).Range(0, 1 << 26).Unit("elements").Doc("FFN inner size; 0 means 4 x hidden"),
       ParamSpec::Int("seq_len", 1024).Range(1, 1 << 24).Unit("tokens").Doc("sequence length s"),
@@ -26,7 +31,14 @@ const std::vector<ParamSpec>& ModelSchema() {
       ParamSpec::Int("experts", 0).Range(0, 1 << 20).Unit("experts").Doc("experts per MoE layer (0: dense)"),
       ParamSpec::Int("top_k", 1).Range(1, 1 << 20).Unit("experts").Doc("experts each token is routed to"),
       ParamSpec::Bool("tied_embeddings", true).Doc("output head shares the embedding matrix"),
-      ParamSpec::Int("inputs", 0).Range(0, 1 << 30).Unit("features").Doc("mlp: input features"),
+      ParamSpec::Int("inputs", 0).Range(0, 1 << 30).Unit("features")
+          .Doc("mlp: input features; cnn: channels x image_size^2 (derived when left out)"),
+      ParamSpec::Int("channels", 1).Range(1, 1 << 16).Unit("channels").Doc("cnn: input image channels (1: grey-scale)"),
+      ParamSpec::Int("image_size", 0).Range(1, 1 << 16).Unit("pixels")
+          .Doc("cnn: rows = columns of the square input images; required for a cnn"),
+      ParamSpec::IntList("conv_channels", {}).Range(1, 1 << 16).Unit("channels")
+          .Doc("cnn: output channels of each conv block (3x3 convolution, stride 1, padding 1, ReLU, 2x2 max-pooling "
+               "with stride 2), first to last; at least one; required for a cnn"),
       ParamSpec::String("given_csv", "")
           .Doc("family layers: CSV of measured layers (name,fwd_ms,bwd_ms[,params,activation_mib,output_mib,micro_batch,repeat]), relative to this file"),
   };
@@ -179,13 +191,28 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   const std::string owner = absl::StrCat("[", PathToString(section), "]");
   ParamSet p = ResolveParams(*merged, {}, ModelSchema(), owner, {"given"}, errors);
   if (errors.size() != before) return nullptr;
-  const bool given = Declared<std::string>(p, "family", errors) == "layers";
-  for (const char* key : {"layers", "hidden"}) {
-    if (!given && merged->Get({key}) == nullptr) {
+  const std::string family = Declared<std::string>(p, "family", errors);
+  const bool given = family == "layers", cnn = family == "cnn";
+  std::vector<const char*> required;
+  if (!given) required.push_back("layers");
+  if (!given && !cnn) required.push_back("hidden");
+  if (cnn) required.insert(required.end(), {"image_size", "conv_channels"});
+  for (const char* key : required) {
+    if (merged->Get({key}) == nullptr) {
       const auto spec = std::find_if(ModelSchema().begin(), ModelSchema().end(),
                                      [&](const ParamSpec& s) { return s.name() == key; });
       errors.Add(merged->Where({}), absl::StrCat(owner, ": missing required key '", key, "' (", spec->DescribeExpected(), ")"));
     }
+  }
+  for (const char* key : {"channels", "image_size", "conv_channels"}) {
+    if (!cnn && merged->Get({key}) != nullptr) {
+      errors.Add(merged->Where({key}), absl::StrCat(owner, ": '", key, "' is a key of family \"cnn\", not \"", family, "\""));
+    }
+  }
+  if (cnn && merged->Get({"conv_channels"}) != nullptr &&
+      Declared<std::vector<std::int64_t>>(p, "conv_channels", errors).empty()) {
+    errors.Add(merged->Where({"conv_channels"}),
+               absl::StrCat(owner, ": 'conv_channels' needs at least one entry (the output channels of each conv block)"));
   }
   if (errors.size() != before) return nullptr;
   ModelShape shape;
@@ -201,6 +228,9 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   shape.top_k = Declared<std::int64_t>(p, "top_k", errors);
   shape.tied_embeddings = Declared<bool>(p, "tied_embeddings", errors);
   shape.inputs = Declared<std::int64_t>(p, "inputs", errors);
+  shape.channels = Declared<std::int64_t>(p, "channels", errors);
+  shape.image_size = Declared<std::int64_t>(p, "image_size", errors);
+  shape.conv_channels = Declared<std::vector<std::int64_t>>(p, "conv_channels", errors);
   if (const toml::node* list = merged->Get({"given"})) {
     const toml::array* arr = list->as_array();
     if (arr == nullptr) {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "exec/executor_stack.h"
 #include "exec/gpt_stack.h"
-#include "exec/mlp_stack.h"
 #include "testbed/status_macros.h"
 #include "testbed/train/tensor.h"
 
@@ -21,11 +21,11 @@ absl::StatusOr<ProfiledDeviceModel> ProfiledDeviceModel::Profile(const ModelGrap
   train::SequentialModel<float> shard;
   train::Matrix<float> x;
   const std::int64_t rows = micro_batch * graph.shape.seq_len;
-  if (graph.shape.family == "mlp") {
-    TESTBED_ASSIGN_OR_RETURN(shard, BuildMlpStack(graph, 7));
+  TESTBED_ASSIGN_OR_RETURN(train::SequentialModel<float> full, BuildExecutorStack(graph, 7));
+  if (ReadsFeatureRows(graph.shape)) {
+    shard = std::move(full);
     x = train::Matrix<float>::Constant(micro_batch, graph.shape.inputs, 0.5f);
   } else {
-    TESTBED_ASSIGN_OR_RETURN(train::SequentialModel<float> full, BuildGptStack(graph, 7));
     // One rank's shard; its all-reduces are replaced by nothing (their time is communication).
     shard = ShardGptStack(full, 0, tp, [](train::Matrix<float>&) { return absl::OkStatus(); });
     std::vector<std::int64_t> ids(static_cast<size_t>(rows));
