@@ -45,10 +45,13 @@ Precision PrecisionOfBits(int bits, Precision base) noexcept {
   switch (bits) {
     case 32: return base == Precision::kTf32 ? Precision::kTf32 : Precision::kFp32;
     case 16: return base == Precision::kBf16 ? Precision::kBf16 : Precision::kFp16;
-    case 8: return base == Precision::kFp8 ? Precision::kFp8 : Precision::kInt8;
-    case 4: return Precision::kInt4;
-    default: return base;
+    default: break;
   }
+  // Widths below 8 run on the narrowest units that hold them: 5 to 8 bits on 8-bit ones,
+  // 2 to 4 on int4 (no device has 6-bit units).
+  if (bits >= 5 && bits <= 8) return base == Precision::kFp8 ? Precision::kFp8 : Precision::kInt8;
+  if (bits >= 2 && bits <= 4) return Precision::kInt4;
+  return base;
 }
 
 }  // namespace testbed

@@ -21,9 +21,9 @@ enum class Precision { kFp32, kTf32, kFp16, kBf16, kFp8, kInt8, kInt4 };
 [[nodiscard]] double ElementBytes(Precision p) noexcept;
 // Bits per element of a precision (tf32: 32, as stored).
 [[nodiscard]] int PrecisionBits(Precision p) noexcept;
-// The precision a layer computes in at `bits` (32, 16, 8 or 4) when the run trains in `base`:
-// 32 is fp32, 16 the run's 16-bit format (fp16 unless the run is bf16), 8 int8, 4 int4;
-// 0 is `base` itself.
+// The precision a layer computes in at `bits` when the run trains in `base`: 32 is fp32, 16
+// the run's 16-bit format (fp16 unless the run is bf16), 5 to 8 int8 (fp8 in an fp8 run), 2
+// to 4 int4; 0 (or any other width) is `base` itself.
 [[nodiscard]] Precision PrecisionOfBits(int bits, Precision base) noexcept;
 
 struct DeviceSpec {

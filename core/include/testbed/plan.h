@@ -60,8 +60,10 @@ struct StageSpec {
 };
 
 // Bits per element of one layer's weights, activations and gradients; 0 keeps the run's
-// precision (TrainSettings::precision). 32 = fp32, 16 = the run's 16-bit format, 8 = int8
-// (fake-quantised), 4 = int4. Compute runs at the activation width.
+// precision (TrainSettings::precision). 32 = fp32, 16 = the run's 16-bit format, 2 to 8 =
+// integers of that width (fake-quantised in the executor). Compute runs at the activation
+// width, on the narrowest units that hold it (PrecisionOfBits: 5-8 bits on int8, 2-4 on
+// int4); stored activations, gradients and weights take their width in bits (packed).
 struct LayerPrecision {
   int weight_bits = 0;
   int activation_bits = 0;
@@ -134,8 +136,11 @@ struct Plan {
   std::vector<LayerSetting> layers;  // empty, or one per model layer
   ExpertParallelism experts;
   SchedulerKnobs knobs;
-  // What the planner measured about itself (search time, candidates evaluated, ...).
+  // What the planner measured about itself (search time, candidates evaluated, ...), and
+  // per-layer tables it made (a precision policy's widths and BitOPs); every backend reports
+  // both with the run.
   MetricSet planner_metrics;
+  std::vector<Table> planner_tables;
 
   [[nodiscard]] int pp() const noexcept { return static_cast<int>(stages.size()); }
   // Model chunks per stage (1 without interleaving).

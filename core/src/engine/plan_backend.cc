@@ -51,6 +51,7 @@ absl::StatusOr<RunOutput> PlanBackend::Run(const ResolvedRun& run, const Registr
   out.metrics.Merge(planned.metrics);
   out.metrics.Merge(plan->planner_metrics);
   out.tables.push_back(costs.ToTable());
+  for (const Table& t : plan->planner_tables) out.tables.push_back(t);
   return out;
 }
 

@@ -62,6 +62,8 @@ absl::StatusOr<Matrix<float>> AttentionSublayer::Backward(const Matrix<float>& d
   return BackwardFinish(dy, da, cache);
 }
 
+absl::Status AttentionSublayer::SetQuantization(const train::LayerQuant& q) { return attn_.SetQuantization(q); }
+
 std::vector<train::Param<float>*> AttentionSublayer::Params() {
   std::vector<train::Param<float>*> out = ln_.Params();
   for (train::Param<float>* p : attn_.Params()) out.push_back(p);
@@ -129,6 +131,13 @@ absl::StatusOr<Matrix<float>> MlpSublayer::Backward(const Matrix<float>& dy, con
   TESTBED_ASSIGN_OR_RETURN(Matrix<float> dm, BackwardPartial(dy, cache));
   TESTBED_RETURN_IF_ERROR(Reduce(dm));
   return BackwardFinish(dy, dm, cache);
+}
+
+absl::Status MlpSublayer::SetQuantization(const train::LayerQuant& q) {
+  TESTBED_RETURN_IF_ERROR(fc1_.SetQuantization(q));
+  train::LayerQuant second = q;
+  second.seed = q.seed + 1;
+  return fc2_.SetQuantization(second);
 }
 
 std::vector<train::Param<float>*> MlpSublayer::Params() {

@@ -57,6 +57,7 @@ class AttentionSublayer final : public train::Layer<float>, public SplitAtAllRed
   [[nodiscard]] absl::StatusOr<Matrix<float>> Forward(const Matrix<float>& x, LayerCache<float>& cache) override;
   [[nodiscard]] absl::StatusOr<Matrix<float>> Backward(const Matrix<float>& dy, const LayerCache<float>& cache) override;
   [[nodiscard]] std::vector<train::Param<float>*> Params() override;
+  [[nodiscard]] absl::Status SetQuantization(const train::LayerQuant& q) override;
   [[nodiscard]] bool split() const noexcept override { return tp_ > 1; }
   [[nodiscard]] absl::StatusOr<Matrix<float>> ForwardPartial(const Matrix<float>& x, LayerCache<float>& cache) override;
   [[nodiscard]] Matrix<float> ForwardFinish(const Matrix<float>& x, const Matrix<float>& reduced) const override;
@@ -89,6 +90,7 @@ class MlpSublayer final : public train::Layer<float>, public SplitAtAllReduce {
   [[nodiscard]] absl::StatusOr<Matrix<float>> Forward(const Matrix<float>& x, LayerCache<float>& cache) override;
   [[nodiscard]] absl::StatusOr<Matrix<float>> Backward(const Matrix<float>& dy, const LayerCache<float>& cache) override;
   [[nodiscard]] std::vector<train::Param<float>*> Params() override;
+  [[nodiscard]] absl::Status SetQuantization(const train::LayerQuant& q) override;
   [[nodiscard]] bool split() const noexcept override { return tp_ > 1; }
   [[nodiscard]] absl::StatusOr<Matrix<float>> ForwardPartial(const Matrix<float>& x, LayerCache<float>& cache) override;
   [[nodiscard]] Matrix<float> ForwardFinish(const Matrix<float>& x, const Matrix<float>& reduced) const override;
@@ -123,6 +125,7 @@ class GptHead final : public train::Layer<float> {
   [[nodiscard]] absl::StatusOr<Matrix<float>> Forward(const Matrix<float>& x, LayerCache<float>& cache) override;
   [[nodiscard]] absl::StatusOr<Matrix<float>> Backward(const Matrix<float>& dy, const LayerCache<float>& cache) override;
   [[nodiscard]] std::vector<train::Param<float>*> Params() override;
+  [[nodiscard]] absl::Status SetQuantization(const train::LayerQuant& q) override { return proj_.SetQuantization(q); }
   [[nodiscard]] std::unique_ptr<train::Layer<float>> Clone() const override { return std::make_unique<GptHead>(*this); }
 
  private:

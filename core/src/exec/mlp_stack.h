@@ -20,6 +20,7 @@ class DenseLayer final : public train::Layer<float> {
   [[nodiscard]] absl::StatusOr<train::Matrix<float>> Backward(const train::Matrix<float>& dy,
                                                               const train::LayerCache<float>& cache) override;
   [[nodiscard]] std::vector<train::Param<float>*> Params() override { return linear_.Params(); }
+  [[nodiscard]] absl::Status SetQuantization(const train::LayerQuant& q) override { return linear_.SetQuantization(q); }
   [[nodiscard]] std::unique_ptr<train::Layer<float>> Clone() const override { return std::make_unique<DenseLayer>(*this); }
 
  private:

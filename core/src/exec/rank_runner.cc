@@ -5,8 +5,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "exec/executor_stack.h"
 #include "exec/gpt_stack.h"
-#include "exec/mlp_stack.h"
+#include "exec/layer_precision.h"
 #include "testbed/status_macros.h"
 #include "testbed/train/adam.h"
 #include "testbed/train/cross_entropy.h"
@@ -92,8 +93,9 @@ absl::Status RankRunner::Setup() {
     return absl::UnimplementedError("real execution runs plans whose stages all have the same tensor-parallel degree, "
                                     "replica count and micro-batches per replica");
   }
-  if (!plan.layers.empty()) {
-    return absl::UnimplementedError("real execution runs without per-layer degrees or precisions");
+  for (const LayerSetting& ls : plan.layers) {
+    // Per-layer precision runs (layer_precision.h); a per-layer tensor-parallel degree does not.
+    if (ls.tp != 0) return absl::UnimplementedError("real execution runs without per-layer tensor-parallel degrees");
   }
   s_.tp = grid->tp;
   s_.pp = grid->pp;
@@ -144,13 +146,8 @@ absl::Status RankRunner::Setup() {
     }
   }
   TESTBED_RETURN_IF_ERROR(transfers_.Setup());
-  train::SequentialModel<float> full;
-  if (s_.in.model.shape.family == "mlp") {
-    if (s_.tp > 1) return absl::InvalidArgumentError("an mlp runs without tensor parallelism");
-    TESTBED_ASSIGN_OR_RETURN(full, BuildMlpStack(s_.in.model, s_.in.seed));
-  } else {
-    TESTBED_ASSIGN_OR_RETURN(full, BuildGptStack(s_.in.model, s_.in.seed));
-  }
+  TESTBED_RETURN_IF_ERROR(CheckExecutorLayout(s_.in.model.shape, s_.tp, s_.pp));
+  TESTBED_ASSIGN_OR_RETURN(train::SequentialModel<float> full, BuildExecutorStack(s_.in.model, s_.in.seed));
   AllReduceFn<float> reduce = nullptr;
   if (tp_group != nullptr) {
     reduce = [this, tp_group](Tensor& m) {
@@ -159,6 +156,7 @@ absl::Status RankRunner::Setup() {
     };
   }
   s_.model = ShardGptStack(full, s_.tp_rank, s_.tp, reduce);
+  TESTBED_RETURN_IF_ERROR(ApplyLayerPrecision(plan, s_.in.seed, s_.rank, s_.model));
   for (int c = 0; c < s_.chunks; ++c) {
     const StageSpec& st = plan.Chunk(s_.stage, c);
     for (int l = st.first_layer; l < st.end_layer; ++l) {

@@ -67,6 +67,45 @@ absl::StatusOr<Cluster> CpuCluster(int n, double bandwidth, double latency_s = 2
   return Cluster::Build("cpu", {NodeGroup{type, 1}});
 }
 
+// Where Debian's dataset-fashion-mnist package installs the IDX files.
+constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
+
+// The Fashion-MNIST training set from `dir` (its gzip IDX files), the first `max_samples`
+// (0: all).
+absl::StatusOr<train::LabeledData> LoadFashionMnist(const std::string& dir, std::int64_t max_samples) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat(
+        "[data] dataset \"fashion-mnist\": no directory '", dir, "'; install the Debian package dataset-fashion-mnist "
+        "(it puts the data set in ", kFashionMnistDir, ") or set [data] path to a directory holding "
+        "train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz"));
+  }
+  const std::filesystem::path root(dir);
+  return train::LoadIdx((root / "train-images-idx3-ubyte.gz").string(), (root / "train-labels-idx1-ubyte.gz").string(),
+                        max_samples, 10);
+}
+
+// Fits the model to a labelled image set of `features` pixels per sample (one channel, square
+// images): an mlp takes them as its inputs; a cnn's channels and image_size must describe them.
+absl::Status FitShapeToImages(ModelShape& shape, std::int64_t features, const std::string& dataset) {
+  if (shape.family == "cnn") {
+    std::int64_t side = 0;
+    while ((side + 1) * (side + 1) <= features) ++side;
+    if (side * side != features) {
+      return absl::InvalidArgumentError(absl::StrCat("[data] dataset \"", dataset, "\": samples of ", features,
+                                                     " features are not square images, which a cnn needs"));
+    }
+    if (shape.channels != 1 || shape.image_size != side) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "[model] channels = ", shape.channels, ", image_size = ", shape.image_size, " do not fit [data] dataset \"",
+          dataset, "\", whose images have 1 channel of ", side, "x", side, " pixels: set channels = 1, image_size = ",
+          side));
+    }
+  }
+  shape.inputs = features;
+  return absl::OkStatus();
+}
+
 template <typename T>
 absl::StatusOr<std::shared_ptr<T>> Make(const Registry& registry, const ComponentChoice& choice) {
   return registry.Create<T>(choice.name, choice.params);
@@ -95,9 +134,15 @@ const BackendInfo& RealBackend::Info() {
                {ComponentKind::kCollective, true, "ring"}};
     AddPlanningKinds(b);
     b.sections["data"] = {
-        ParamSpec::Choice("dataset", "text", {"text", "digits"})
-            .Doc("text: the shipped character corpus (gpt models); digits: UCI optdigits (mlp models)"),
-        ParamSpec::String("path", "").Doc("data file (default: the shipped one for the dataset)"),
+        ParamSpec::Choice("dataset", "text", {"text", "digits", "fashion-mnist"})
+            .Doc("text: the shipped character corpus (gpt models); digits: UCI optdigits, 8x8 images (mlp or cnn "
+                 "models); fashion-mnist: Zalando's 28x28 clothing images, the training set (mlp or cnn models; "
+                 "Debian package dataset-fashion-mnist)"),
+        ParamSpec::String("path", "")
+            .Doc("data file, or for fashion-mnist the directory of its IDX files (default: the shipped file; for "
+                 "fashion-mnist /usr/share/datasets/fashion-mnist)"),
+        ParamSpec::Int("max_samples", 0).Min(0).Unit("samples")
+            .Doc("digits, fashion-mnist: use only the first this many samples, before the validation split (0: all)"),
         ParamSpec::Double("validation_fraction", 0.1).Range(0.01, 0.5).Doc("held-out share of the data"),
         ParamSpec::Int("validation_samples", 64).Min(1).Unit("samples").Doc("text: held-out windows evaluated"),
     };
@@ -132,6 +177,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   const double validation_fraction = read_data.Get<double>("validation_fraction");
   std::string path = read_data.Get<std::string>("path");
   const std::int64_t data_validation_samples = read_data.Get<std::int64_t>("validation_samples");
+  const std::int64_t data_max_samples = read_data.Get<std::int64_t>("max_samples");
   const std::string real_compress = read_real.Get<std::string>("compress");
   const std::string real_device = read_real.Get<std::string>("device");
   const bool real_predict = read_real.Get<bool>("predict");
@@ -141,7 +187,9 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   const std::int64_t real_profile_repeats = read_real.Get<std::int64_t>("profile_repeats");
   TESTBED_RETURN_IF_ERROR(read_data.status());
   TESTBED_RETURN_IF_ERROR(read_real.status());
-  if (path.empty()) {
+  if (path.empty() && dataset == "fashion-mnist") {
+    path = kFashionMnistDir;
+  } else if (path.empty()) {
     TESTBED_ASSIGN_OR_RETURN(path, FindData(dataset == "text" ? "text/gpl-3.0.txt" : "digits/digits.csv.gz"));
   }
   ModelShape shape = run.model->shape;
@@ -158,10 +206,24 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     source = exec::TextSource(*corpus, shape.seq_len, run.seed);
     validation = exec::TextValidation(*corpus, shape.seq_len, data_validation_samples);
   } else {
-    if (shape.family != "mlp") return absl::InvalidArgumentError("[data] dataset \"digits\" trains an mlp model");
-    TESTBED_ASSIGN_OR_RETURN(train::LabeledData all, train::LoadDigits(path));
+    if (shape.family != "mlp" && shape.family != "cnn") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("[data] dataset \"", dataset, "\" trains an mlp or a cnn model, not family \"", shape.family,
+                       "\""));
+    }
+    train::LabeledData all;
+    if (dataset == "fashion-mnist") {
+      TESTBED_ASSIGN_OR_RETURN(all, LoadFashionMnist(path, data_max_samples));
+    } else {
+      TESTBED_ASSIGN_OR_RETURN(all, train::LoadDigits(path));
+      if (data_max_samples > 0 && data_max_samples < all.size()) {
+        std::vector<std::int64_t> first(static_cast<size_t>(data_max_samples));
+        for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<std::int64_t>(i);
+        all = all.Rows(first);
+      }
+    }
     labeled = train::SplitTrainValidation(all, validation_fraction, 1234);
-    shape.inputs = labeled->first.features.cols();
+    TESTBED_RETURN_IF_ERROR(FitShapeToImages(shape, labeled->first.features.cols(), dataset));
     shape.vocab = labeled->first.classes;
     source = exec::LabeledSource(labeled->first, run.seed);
     validation = exec::LabeledValidation(labeled->second);
@@ -238,6 +300,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   m.Add("final_loss", steps.back().loss, loss_unit, Better::kLower);
   m.Add("first_loss", steps.front().loss, loss_unit);
   m.Add("final_grad_norm", steps.back().grad_norm, "1");
+  m.Merge(plan.planner_metrics);
   m.Add("ranks", world, "ranks");
   m.Add("tp", plan.tp(0), "ranks");
   m.Add("pp", plan.pp(), "stages");
@@ -296,6 +359,9 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     g.micro_batches = plan.TotalMicroBatches();
     g.chunks = {StageSpec{0, static_cast<int>(graph.layers.size()), 0}};
     Plan one = GridPlan(g);
+    // Same widths per layer (a precision policy's), on one rank.
+    one.layers.resize(plan.layers.size());
+    for (size_t l = 0; l < plan.layers.size(); ++l) one.layers[l].precision = plan.layers[l].precision;
     TESTBED_ASSIGN_OR_RETURN(Cluster solo, CpuCluster(1, bandwidth));
     SchedulingContext one_ctx{graph, solo, one, run.train, *device_model};
     TESTBED_ASSIGN_OR_RETURN(Schedule one_sched, ExpandPipeline(one_ctx, OneFOneBProgram(1, static_cast<int>(g.micro_batches)),
@@ -371,6 +437,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   curve.columns = {{"step", "", step_ids}, {"loss", loss_unit, loss}, {"grad_norm", "1", norm}, {"wall_s", "s", wall}};
   if (!single_loss.empty()) curve.columns.push_back({"single_process_loss", loss_unit, single_loss});
   out.tables.push_back(std::move(curve));
+  for (const Table& t : plan.planner_tables) out.tables.push_back(t);
 
   Table timeline;
   timeline.name = "timeline";

@@ -151,6 +151,7 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
                                                        *collective, *scheduler, settings, true));
   out.metrics.Merge(planned.metrics);
   out.metrics.Merge(planned.plan.planner_metrics);
+  for (const Table& t : planned.plan.planner_tables) out.tables.push_back(t);
   return out;
 }
 
