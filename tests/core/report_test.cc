@@ -166,6 +166,13 @@ TEST(ReportTest, SeedsAreSummarisedAsMeanAndStandardDeviation) {
   EXPECT_THAT(text, HasSubstr("3 ± 1 (3)"));
   EXPECT_THAT(text, HasSubstr("mean ± sample standard deviation over seeds"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("experiment.seed")));
+  // Extra columns: another metric beside the main one, averaged over the seeds.
+  h.columns = {"throughput"};
+  const auto with_columns = SummariseSeeds(h, BuildReport(h, runs));
+  ASSERT_EQ(with_columns[0].columns.size(), 1u);
+  EXPECT_DOUBLE_EQ(*with_columns[0].columns[0], (50.0 + 25.0 + 100.0 / 3) / 3);
+  EXPECT_THAT(FormatReport(h, BuildReport(h, runs)), HasSubstr("throughput"));
+  h.columns.clear();
   // Without a seed sweep the rows stay as they are.
   h.sweep_keys = {"point", "model.preset"};
   EXPECT_EQ(SummariseSeeds(h, BuildReport(h, runs)).size(), runs.size());

@@ -631,8 +631,11 @@ TEST_F(ExecutorTest, RealBackendReadsFashionMnistFilesFromItsPath) {
 // 512 training images learns.
 TEST_F(ExecutorTest, RealBackendTrainsACnnOnFashionMnist) {
   constexpr char kDir[] = "/usr/share/datasets/fashion-mnist";
-  if (!std::filesystem::is_directory(kDir)) {
-    GTEST_SKIP() << "Fashion-MNIST not installed (" << kDir << "): install the Debian package dataset-fashion-mnist";
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
+    if (!std::filesystem::exists(std::filesystem::path(kDir) / name)) {
+      GTEST_SKIP() << "Fashion-MNIST not installed (" << kDir << "/" << name
+                   << " is absent): install the Debian package dataset-fashion-mnist";
+    }
   }
   auto outs = RunReal("cnn_fashion", CnnExperiment("channels = 1\nimage_size = 28\nconv_channels = [4]\nlayers = 0",
                                                    "dataset = \"fashion-mnist\"\nmax_samples = 512", 8));

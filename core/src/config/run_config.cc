@@ -22,6 +22,7 @@ const std::vector<ParamSpec>& ExperimentSchema() {
       ParamSpec::String("metric", "").Doc("main metric of the table (default: the backend's)"),
       ParamSpec::String("reference_metric", "speedup")
           .Doc("what [reference] figures are compared with: 'speedup' or a metric name"),
+      ParamSpec::StringList("columns", {}).Doc("more metrics shown beside `metric` in the console table"),
       ParamSpec::Choice("timeline", "auto", {"auto", "on", "off"})
           .Doc("record each run's task timeline (auto: when it is small)"),
   };
@@ -79,6 +80,7 @@ ExperimentMeta MetaFrom(const ParamSet& p, ErrorList& errors) {
   if (m.output.empty()) m.output = absl::StrCat("results/", m.name, ".h5");
   m.metric = Declared<std::string>(p, "metric", errors);
   m.reference_metric = Declared<std::string>(p, "reference_metric", errors);
+  m.columns = Declared<std::vector<std::string>>(p, "columns", errors);
   m.timeline = Declared<std::string>(p, "timeline", errors);
   return m;
 }

@@ -31,6 +31,7 @@ struct ExperimentMeta {
   std::string output;            // results file
   std::string metric;            // main metric shown in the table
   std::string reference_metric;  // what [reference] figures compare with: "speedup" or a metric
+  std::vector<std::string> columns;  // more metrics shown beside `metric` in the table
   std::string timeline;          // "auto" | "on" | "off"
 };
 

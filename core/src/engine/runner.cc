@@ -167,6 +167,7 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
   header.backend = meta->backend;
   header.metric = meta->metric;
   header.reference_metric = meta->reference_metric;
+  header.columns = meta->columns;
   for (const ArmSpec& a : experiment.arms()) header.arms.push_back(a.name);
   header.points = experiment.points();
   header.sweep_keys = experiment.sweep_keys();

@@ -77,6 +77,10 @@ std::vector<ReportRow> BuildReport(const ResultsHeader& header, const std::vecto
     row.error = r->error;
     row.metric = header.metric;
     const Metric* m = r->status == "ok" ? r->output.metrics.Find(header.metric) : nullptr;
+    for (const std::string& c : header.columns) {
+      const Metric* cm = r->status == "ok" ? r->output.metrics.Find(c) : nullptr;
+      row.columns.push_back(cm != nullptr ? std::optional<double>(cm->value) : std::nullopt);
+    }
     if (m != nullptr) {
       row.value = m->value;
       row.unit = m->unit;
@@ -125,10 +129,15 @@ std::string FormatReport(const ResultsHeader& header, const std::vector<ReportRo
   std::vector<std::vector<std::string>> cells = {
       {"arm", point_title, absl::StrCat(header.metric, unit.empty() ? "" : absl::StrCat(" [", unit, "]")),
        "speedup", ref_title, "ours/paper", "status"}};
+  cells[0].insert(cells[0].begin() + 3, header.columns.begin(), header.columns.end());
   for (const ReportRow& r : rows) {
     std::string value = Opt(r.value);
     if (r.stddev) value = absl::StrCat(value, " ± ", Num(*r.stddev), " (", r.samples, ")");
     cells.push_back({r.arm, r.point, value, Opt(r.speedup, "%.3fx"), Opt(r.reference), Opt(r.ratio, "%.2f"), r.status});
+    for (size_t c = 0; c < header.columns.size(); ++c) {
+      cells.back().insert(cells.back().begin() + 3 + static_cast<std::ptrdiff_t>(c),
+                          c < r.columns.size() ? Opt(r.columns[c]) : std::string());
+    }
   }
   std::vector<size_t> width(cells[0].size(), 0);
   for (const auto& row : cells) {
@@ -141,7 +150,7 @@ std::string FormatReport(const ResultsHeader& header, const std::vector<ReportRo
   for (size_t r = 0; r < cells.size(); ++r) {
     std::string line;
     for (size_t i = 0; i < cells[r].size(); ++i) {
-      const bool right = i >= 2 && i <= 5;
+      const bool right = i >= 2 && i + 1 < cells[r].size();
       const std::string& c = cells[r][i];
       const std::string pad(width[i] - DisplayWidth(c), ' ');
       absl::StrAppend(&line, i ? "  " : "", right ? pad + c : c + pad);

@@ -27,14 +27,16 @@ struct ReportRow {
   // `value` and how many seeds' runs the means are over.
   std::optional<double> stddev;
   int samples = 1;
+  // The header's extra columns, in its order (means over seeds in summarised rows).
+  std::vector<std::optional<double>> columns;
 };
 
 // The sweep key whose values are seeds: runs that differ only in it are repetitions.
 inline constexpr const char* kSeedSweepKey = "experiment.seed";
 
 // When the experiment sweeps kSeedSweepKey, one row per (point without the seed, arm) with
-// the mean of value, speedup (each seed's against the same seed's baseline) and ratio over
-// its ok runs, and the standard deviation of value; failed runs stay rows of their own.
+// the mean of value, speedup (each seed's against the same seed's baseline), ratio and the
+// extra columns over its ok runs, and the standard deviation of value; failed runs stay rows of their own.
 // Otherwise `rows` as they are.
 [[nodiscard]] std::vector<ReportRow> SummariseSeeds(const ResultsHeader& header, const std::vector<ReportRow>& rows);
 

@@ -275,6 +275,7 @@ void WriteHeader(H5::H5File& f, const ResultsHeader& h) {
   WriteStrings(root, "arms", h.arms);
   WriteStrings(root, "points", h.points);
   WriteStrings(root, "sweep_keys", h.sweep_keys);
+  WriteStrings(root, "columns", h.columns);
   if (root.nameExists("references")) root.unlink("references");
   std::vector<RefRec> refs;
   for (const auto& r : h.references) refs.push_back(RefRec{r.arm.c_str(), r.point.c_str(), r.value});
@@ -301,6 +302,7 @@ ResultsHeader ReadHeader(const H5::H5File& f) {
   if (root.nameExists("arms")) h.arms = ReadStrings(root.openDataSet("arms"));
   if (root.nameExists("points")) h.points = ReadStrings(root.openDataSet("points"));
   if (root.nameExists("sweep_keys")) h.sweep_keys = ReadStrings(root.openDataSet("sweep_keys"));
+  if (root.nameExists("columns")) h.columns = ReadStrings(root.openDataSet("columns"));
   if (root.nameExists("references")) {
     H5::DataSet ds = root.openDataSet("references");
     H5::DataSpace space = ds.getSpace();

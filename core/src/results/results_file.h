@@ -51,6 +51,7 @@ struct ResultsHeader {
   std::vector<std::string> points;
   std::vector<std::string> sweep_keys;
   std::vector<StoredReference> references;
+  std::vector<std::string> columns;  // more metrics the table shows beside `metric`
 };
 
 struct StoredRun {

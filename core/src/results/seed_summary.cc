@@ -14,6 +14,7 @@ namespace {
 struct Group {
   ReportRow first;
   std::vector<double> values, speedups, ratios;
+  std::vector<std::vector<double>> columns;  // per extra column, the runs that report it
 };
 
 double Mean(const std::vector<double>& v) {
@@ -48,6 +49,10 @@ std::vector<ReportRow> SummariseSeeds(const ResultsHeader& header, const std::ve
     it->second.values.push_back(*r.value);
     if (r.speedup) it->second.speedups.push_back(*r.speedup);
     if (r.ratio) it->second.ratios.push_back(*r.ratio);
+    it->second.columns.resize(r.columns.size());
+    for (size_t c = 0; c < r.columns.size(); ++c) {
+      if (r.columns[c]) it->second.columns[c].push_back(*r.columns[c]);
+    }
   }
   std::vector<ReportRow> summary;
   for (const auto& key : order) {
@@ -60,6 +65,9 @@ std::vector<ReportRow> SummariseSeeds(const ResultsHeader& header, const std::ve
     row.stddev = g.values.size() > 1 ? std::sqrt(ss / static_cast<double>(g.values.size() - 1)) : 0.0;
     row.speedup = g.speedups.size() == g.values.size() ? std::optional<double>(Mean(g.speedups)) : std::nullopt;
     row.ratio = g.ratios.size() == g.values.size() ? std::optional<double>(Mean(g.ratios)) : std::nullopt;
+    for (size_t c = 0; c < row.columns.size() && c < g.columns.size(); ++c) {
+      row.columns[c] = g.columns[c].size() == g.values.size() ? std::optional<double>(Mean(g.columns[c])) : std::nullopt;
+    }
     row.run = absl::StrCat(row.arm, "@", row.point, " (", row.samples, " seeds)");
     summary.push_back(std::move(row));
   }
