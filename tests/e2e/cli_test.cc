@@ -547,6 +547,32 @@ TEST_F(CliTest, ResumeSkipsCompletedRuns) {
   EXPECT_THAT(changed.out, HasSubstr("6 runs: 6 ran, 0 already in"));
 }
 
+// The same components from another library (a copy elsewhere on the plugin path, as a plugin
+// shadowing another would be) are not the runs already done: they run again, and each run
+// records the library of every component.
+TEST_F(CliTest, RunsMadeWithAnotherPluginLibraryAreNotTakenAsDone) {
+  const std::string file = Experiment("basic", kBasic);
+  ASSERT_EQ(Cli({"run", file}).code, 0);
+  const std::filesystem::path copy = dir_ / "shadow";
+  std::filesystem::create_directories(copy);
+  for (const auto& e : std::filesystem::directory_iterator(kGoodPlugins)) {
+    if (e.path().extension() == ".so") std::filesystem::copy_file(e.path(), copy / e.path().filename());
+  }
+  CliResult shadowed = Cli({"run", file}, copy.string());
+  ASSERT_EQ(shadowed.code, 0) << shadowed.err;
+  EXPECT_THAT(shadowed.out, HasSubstr("6 runs: 6 ran, 0 already in"));
+  auto stored = ResultsFile::Read(Out("basic"), false);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  std::string library;
+  for (const auto& [k, v] : stored->runs[0].params) {
+    if (k == "library.partitioner") library = std::get<std::string>(v);
+  }
+  EXPECT_THAT(library, HasSubstr((copy / "fixture_good.so").string()));
+  // With the same libraries again, they are done.
+  CliResult again = Cli({"run", file}, copy.string());
+  EXPECT_THAT(again.out, HasSubstr("6 runs: 0 ran, 6 already in"));
+}
+
 TEST_F(CliTest, FreshKeepsTheOldFileAsABackup) {
   const std::string file = Experiment("basic", kBasic);
   ASSERT_EQ(Cli({"run", file}).code, 0);

@@ -1,6 +1,7 @@
 #include "config/run_config.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,6 +62,14 @@ namespace {
 
 void Record(ResolvedRun& run, const std::string& prefix, const ParamSet& params) {
   for (const auto& [k, v] : params.values()) run.recorded.emplace_back(absl::StrCat(prefix, ".", k), v);
+}
+
+// "<plugin> <library file>" of a component, or "core" for a built-in one.
+std::string ComponentLibrary(const ComponentEntry& entry) {
+  if (entry.library_path.empty()) return entry.plugin.empty() ? std::string("core") : entry.plugin;
+  std::error_code ec;
+  const std::filesystem::path full = std::filesystem::weakly_canonical(entry.library_path, ec);
+  return absl::StrCat(entry.plugin, " ", ec ? entry.library_path : full.string());
 }
 
 RecomputeMode RecomputeFrom(const std::string& s) {
@@ -249,6 +258,7 @@ absl::StatusOr<ResolvedRun> ResolveRun(const RunSpec& spec, const Registry& regi
       choice.params = ResolveParams(doc, param_path, entry->decl.params, owner, {"use"}, errors);
     }
     run.recorded.emplace_back(kind_name, name);
+    run.recorded.emplace_back(absl::StrCat(kLibraryKeyPrefix, kind_name), ComponentLibrary(*entry));
     Record(run, kind_name, choice.params);
     run.components[use.kind] = std::move(choice);
   }

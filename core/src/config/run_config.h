@@ -62,6 +62,11 @@ struct ResolvedRun {
   }
 };
 
+// Recorded values "library.<kind>" name the plugin and library file that provided each
+// component of a run ("core" for built-ins), so that a run made with another library (a
+// plugin shadowing another of the same name) is not taken for one already done.
+inline constexpr const char* kLibraryKeyPrefix = "library.";
+
 [[nodiscard]] const std::vector<ParamSpec>& ExperimentSchema();
 [[nodiscard]] const std::vector<ParamSpec>& TrainSchema();
 [[nodiscard]] const std::vector<ParamSpec>& ParallelSchema();

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/backend.h"
@@ -42,6 +43,19 @@ std::string NowIso() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+// Whether `stored` is `run` done before: the same id and configuration, finished, and made
+// with the same component libraries (a file written before libraries were recorded matches).
+bool AlreadyDone(const StoredRun& stored, const ResolvedRun& run) {
+  if (stored.id != run.spec.id || stored.status != "ok" || stored.config_hash != run.config_hash) return false;
+  for (const auto& [key, value] : run.recorded) {
+    if (!absl::StartsWith(key, kLibraryKeyPrefix)) continue;
+    for (const auto& [k, v] : stored.params) {
+      if (k == key && !(v == value)) return false;
+    }
+  }
+  return true;
 }
 
 StoredRun Execute(const ResolvedRun& run, const Registry& registry) {
@@ -192,9 +206,8 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
     std::string out = absl::StrFormat("%s: %d runs (backend %s), results to %s\n", meta->name, summary.total,
                                       meta->backend, summary.output);
     for (const ResolvedRun& r : runs) {
-      const bool done = std::any_of(existing.begin(), existing.end(), [&](const StoredRun& s) {
-        return s.id == r.spec.id && s.status == "ok" && s.config_hash == r.config_hash;
-      });
+      const bool done =
+          std::any_of(existing.begin(), existing.end(), [&](const StoredRun& s) { return AlreadyDone(s, r); });
       if (done) ++summary.skipped;
       std::vector<std::string> comps;
       for (const auto& [kind, choice] : r.components) comps.push_back(absl::StrCat(KindName(kind), "=", choice.name));
@@ -225,7 +238,7 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
   file.emplace(std::move(*opened));
   for (size_t i = 0; i < runs.size(); ++i) {
     const StoredRun* prev = file->Find(runs[i].spec.id);
-    if (launcher_size == 1 && prev && prev->status == "ok" && prev->config_hash == runs[i].config_hash) {
+    if (launcher_size == 1 && prev && AlreadyDone(*prev, runs[i])) {
       ++summary.skipped;
     } else {
       todo.push_back(i);
