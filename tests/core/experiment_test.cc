@@ -81,6 +81,15 @@ TEST_F(ExperimentTest, WithoutSweepTheRunIdIsTheArmName) {
   EXPECT_THAT(ex->points(), ElementsAre(""));
 }
 
+TEST_F(ExperimentTest, ADocThatIsNotAStringIsRefusedAtItsKey) {
+  auto ex = Load(std::string(kHeader) + "[[arm]]\nname = \"a\"\ndoc = 5\n[[point]]\nname = \"p\"\ndoc = [\"x\"]\n");
+  ASSERT_FALSE(ex.ok());
+  const std::string message(ex.status().message());
+  EXPECT_THAT(message, HasSubstr("[[arm]] 'a': 'doc' must be a string, got a number"));
+  EXPECT_THAT(message, HasSubstr("'doc' must be a string, got an array"));
+  EXPECT_THAT(message, HasSubstr(file_.string() + ":"));
+}
+
 TEST_F(ExperimentTest, SlashesInSweepValuesBecomeUnderscoresInRunIds) {
   auto ex = Load(std::string(kHeader) + "[sweep]\n\"model.preset\" = [\"x/y\"]\n[[arm]]\nname = \"a\"\n");
   ASSERT_TRUE(ex.ok()) << ex.status();

@@ -91,6 +91,11 @@ std::vector<Override> ParseOverrides(const ConfigDoc& doc, const toml::table& t,
     const std::string key(k.str());
     KeyPath src = path;
     src.push_back(key);
+    if (key == "doc" && !v.is_string()) {
+      const char* got = v.is_table() ? "a table" : v.is_array() ? "an array" : v.is_boolean() ? "a boolean" : "a number";
+      errors.Add(doc.Where(src), absl::StrCat(owner, ": 'doc' must be a string, got ", got));
+      continue;
+    }
     if (key == "name" || key == "doc") continue;
     if (KindFromName(key)) {
       overrides.push_back({{key}, src});
