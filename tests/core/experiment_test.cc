@@ -163,6 +163,18 @@ TEST_F(ExperimentTest, SetOfOneArmTouchesOnlyThatArm) {
   EXPECT_EQ(ex->runs()[1].doc.Where({"partitioner", "stages"}).file, "--set arm.b.partitioner.stages=2");
 }
 
+TEST_F(ExperimentTest, SetOfAWholeSectionMergesKeyByKeyAsAnArmDoes) {
+  auto ex = Load(std::string(kHeader) + "[train]\nmicro_batch = 2\nsteps = 3\n[[arm]]\nname = \"a\"\n"
+                                        "train = { steps = 4 }\n[[arm]]\nname = \"b\"\n",
+                 {"train={ steps = 5, learning_rate = 0.5 }"});
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  for (const RunSpec& run : ex->runs()) {
+    EXPECT_EQ(Int(run, {"train", "micro_batch"}), 2) << run.arm;  // kept, not replaced
+    EXPECT_EQ(Int(run, {"train", "steps"}), 5) << run.arm;         // the --set comes last
+    EXPECT_EQ(run.doc.Get({"train", "learning_rate"})->value<double>().value_or(0), 0.5);
+  }
+}
+
 TEST_F(ExperimentTest, SetOfAnUnknownArmIsRefused) {
   auto ex = Load(std::string(kHeader) + "[[arm]]\nname = \"a\"\n", {"arm.zz.train.micro_batch=4"});
   ASSERT_FALSE(ex.ok());

@@ -198,6 +198,18 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
       if (auto st = ex.doc_.Set(o->path, *o->doc.Get({"v"}), o->doc, {"v"}); !st.ok()) return st;
       continue;
     }
+    // A section given whole ("train={ steps = 5 }") is merged key by key, as an arm's is.
+    const toml::node* value = o->doc.Get({"v"});
+    if (o->path.size() == 1 && value->is_table() && !KindFromName(head)) {
+      for (auto&& [k, sub] : *value->as_table()) {
+        const std::string key(k.str());
+        SetOverride part{o->path, ConfigDoc{}, o->arm};
+        part.path.push_back(key);
+        if (auto st = part.doc.Set({"v"}, sub, o->doc, {"v", key}); !st.ok()) return st;
+        run_sets.push_back(std::move(part));
+      }
+      continue;
+    }
     run_sets.push_back(std::move(*o));
   }
 
