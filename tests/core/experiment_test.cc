@@ -90,6 +90,19 @@ TEST_F(ExperimentTest, ADocThatIsNotAStringIsRefusedAtItsKey) {
   EXPECT_THAT(message, HasSubstr(file_.string() + ":"));
 }
 
+TEST_F(ExperimentTest, DottedKeysAnArmOrPointCannotSetAreRefused) {
+  auto ex = Load(std::string(kHeader) +
+                 "[[arm]]\nname = \"a\"\n\"sweep.x\" = 3\n\"experiment.output\" = \"o.h5\"\n\"experiment.seed\" = 7\n"
+                 "[[point]]\nname = \"p\"\n\"reference.a\" = 2\n");
+  ASSERT_FALSE(ex.ok());
+  const std::string message(ex.status().message());
+  EXPECT_THAT(message, HasSubstr("[[arm]] 'a': 'sweep.x' cannot be set here: [sweep] belongs to the experiment file"));
+  EXPECT_THAT(message, HasSubstr("'experiment.output' cannot be set here: [experiment] is the same for every run"));
+  EXPECT_THAT(message, HasSubstr("[[point]] 'p': 'reference.a' cannot be set here"));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr("'experiment.seed' cannot")));
+  EXPECT_THAT(message, HasSubstr(F() + ":"));
+}
+
 TEST_F(ExperimentTest, SlashesInSweepValuesBecomeUnderscoresInRunIds) {
   auto ex = Load(std::string(kHeader) + "[sweep]\n\"model.preset\" = [\"x/y\"]\n[[arm]]\nname = \"a\"\n");
   ASSERT_TRUE(ex.ok()) << ex.status();

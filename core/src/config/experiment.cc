@@ -103,6 +103,15 @@ std::vector<Override> ParseOverrides(const ConfigDoc& doc, const toml::table& t,
       auto target = ParsePath(key);
       if (!target.ok()) {
         errors.Add(doc.Where(src), absl::StrCat(owner, ": ", target.status().message()));
+        continue;
+      }
+      const std::string& head = target->front();
+      if (head == "sweep" || head == "arm" || head == "point" || head == "reference") {
+        errors.Add(doc.Where(src), absl::StrCat(owner, ": '", key, "' cannot be set here: [", head,
+                                                "] belongs to the experiment file, not to one arm or point"));
+      } else if (head == "experiment" && !(target->size() == 2 && (*target)[1] == "seed")) {
+        errors.Add(doc.Where(src), absl::StrCat(owner, ": '", key, "' cannot be set here: [experiment] is the same ",
+                                                "for every run (only experiment.seed may differ)"));
       } else {
         overrides.push_back({*target, src});
       }
