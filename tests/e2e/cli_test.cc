@@ -296,6 +296,47 @@ partitioner = { use = "fixture.uniform", micro_bacth = 2 }
   EXPECT_FALSE(std::filesystem::exists(Out("bad")));
 }
 
+// A value every arm overrides is still checked: a wrong component or parameter there is an
+// error at its line.
+TEST_F(CliTest, ValidateChecksComponentsEveryArmOverrides) {
+  const std::string file = Experiment("overridden", R"(partitioner = { use = "fixture.nosuch" }
+device_model = { use = "fixture.flops", nosuch_param = 1 }
+[experiment]
+name = "overridden"
+backend = "plan"
+output = "{OUT}"
+[cluster]
+preset = "hpwnv"
+[model]
+preset = "gpt-1.5b"
+[[arm]]
+name = "x"
+partitioner = "fixture.uniform"
+device_model = "fixture.flops"
+)");
+  CliResult r = Cli({"validate", file});
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.err, HasSubstr(file + ":1:"));
+  EXPECT_THAT(r.err, HasSubstr("unknown partitioner 'fixture.nosuch'"));
+  EXPECT_THAT(r.err, HasSubstr("checked although the arms or the sweep override it"));
+  EXPECT_THAT(r.err, HasSubstr("unknown key 'nosuch_param'"));
+  // Without the broken values the file is fine.
+  const std::string good = Experiment("overridden_ok", R"(partitioner = "fixture.uniform"
+device_model = "fixture.flops"
+[experiment]
+name = "overridden"
+backend = "plan"
+output = "{OUT}"
+[cluster]
+preset = "hpwnv"
+[model]
+preset = "gpt-1.5b"
+[[arm]]
+name = "x"
+)");
+  EXPECT_EQ(Cli({"validate", good}).code, 0);
+}
+
 TEST_F(CliTest, ValidateReportsUnknownRootKeysAndComponentKinds) {
   std::string text = kBasic;
   text.insert(0, "paralel = { pp = 2 }\ncompressor = \"topk\"\n");

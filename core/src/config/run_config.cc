@@ -118,6 +118,35 @@ absl::StatusOr<ExperimentMeta> ResolveMeta(const ConfigDoc& doc) {
   return m;
 }
 
+absl::Status CheckFileComponents(const ConfigDoc& doc, const Registry& registry) {
+  ErrorList errors;
+  for (auto&& [k, v] : doc.root()) {
+    const std::string key(k.str());
+    const auto kind = KindFromName(key);
+    if (!kind) continue;
+    std::string name;
+    KeyPath param_path;
+    if (auto s = v.value_exact<std::string>()) {
+      name = *s;
+    } else if (const toml::table* t = v.as_table(); t != nullptr && t->get("use") && t->get("use")->is_string()) {
+      name = t->get("use")->as_string()->get();
+      param_path = {key};
+    } else {
+      continue;  // a malformed choice: the runs that use it say so
+    }
+    const ComponentEntry* entry = registry.Find(*kind, name);
+    if (entry == nullptr) {
+      errors.Add(doc.Where({key}), absl::StrCat("unknown ", key, " '", name, "'; available: ", registry.NamesOf(*kind),
+                                                " (checked although the arms or the sweep override it)"));
+      continue;
+    }
+    if (!param_path.empty()) {
+      (void)ResolveParams(doc, param_path, entry->decl.params, absl::StrCat(key, " '", name, "'"), {"use"}, errors);
+    }
+  }
+  return errors.ToStatus();
+}
+
 absl::StatusOr<ResolvedRun> ResolveRun(const RunSpec& spec, const Registry& registry, const PresetLibrary& presets) {
   const ConfigDoc& doc = spec.doc;
   auto meta = ResolveMeta(doc);

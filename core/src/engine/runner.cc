@@ -139,6 +139,9 @@ absl::StatusOr<std::vector<ResolvedRun>> ResolveAll(const Experiment& experiment
   std::vector<ResolvedRun> runs;
   std::vector<std::string> errors;
   std::set<std::string> seen;
+  // What the file sets at its top and every run overrides is still checked (after the runs,
+  // whose messages about the same value come first).
+  const absl::Status file_components = CheckFileComponents(experiment.doc(), registry);
   for (const RunSpec& spec : experiment.runs()) {
     if (!Selected(only_arms, spec.arm) || !Selected(only_points, spec.point)) continue;
     auto r = ResolveRun(spec, registry, presets);
@@ -157,6 +160,7 @@ absl::StatusOr<std::vector<ResolvedRun>> ResolveAll(const Experiment& experiment
     runs.push_back(std::move(*r));
   }
   if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  if (!file_components.ok()) return file_components;
   return runs;
 }
 
