@@ -755,6 +755,50 @@ scheduler = "1f1b"
 
 }
 
+// Ctrl-C during real training (ranks that are threads) stops it at the next step: the command
+// ends at once with the interruption, and the cancelled run is not recorded.
+TEST_F(CliTest, InterruptStopsRealTrainingAtTheNextStep) {
+  const std::string file = Experiment("train_long", R"(communicator = "local"
+[experiment]
+name = "train_long"
+backend = "real"
+output = "{OUT}"
+[model]
+name = "mlp"
+family = "mlp"
+layers = 2
+hidden = 16
+inputs = 64
+vocab = 10
+[data]
+dataset = "digits"
+[parallel]
+dp = 2
+[real]
+check_against_single = false
+predict = false
+[train]
+global_batch = 32
+micro_batch = 16
+steps = 16000000
+optimizer = "sgd"
+learning_rate = 0.1
+precision = "fp32"
+[[arm]]
+name = "long"
+)");
+  const pid_t pid = Spawn({"run", file}, TESTBED_REAL_PLUGIN_DIR, "train_long");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(WaitForText(dir_ / "train_long.err", "started long")) << testing::ReadFile(dir_ / "train_long.err");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into the training steps
+  ::kill(pid, SIGINT);
+  CliResult stopped = Collect(pid, "train_long");
+  EXPECT_EQ(stopped.code, 1) << stopped.err;
+  EXPECT_THAT(stopped.err, HasSubstr("interrupted after 0 of 1 runs"));
+  auto c = ResultsFile::Read(Out("train_long"), false);
+  EXPECT_TRUE(!c.ok() || c->runs.empty()) << "a cancelled run was recorded";
+}
+
 // A second Ctrl-C while the first waits for a run to end (a planner sleeping 3 s) ends the
 // process at once, by the signal.
 TEST_F(CliTest, SecondInterruptEndsTheProcessAtOnce) {

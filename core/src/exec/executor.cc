@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <new>
@@ -46,12 +48,24 @@ absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs, std::vecto
       gemms[i] = std::move(*made);
     }
   }
+  // The first step no rank starts (set by the first rank that sees a cancellation, at the step
+  // after its own: no rank can be a whole step ahead of another, so every rank ends the same).
+  constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+  std::atomic<std::int64_t> stop_at{kNever};
   auto rank_body = [&](size_t i) {
     std::optional<train::ScopedGemm> gemm_scope;
     if (gemms[i] != nullptr) gemm_scope.emplace(*gemms[i]);
     RankRunner runner(inputs, *endpoints[i]);
     absl::Status st = runner.Setup();
     for (std::int64_t step = 0; st.ok() && step < inputs.train.steps; ++step) {
+      if (inputs.cancelled && inputs.cancelled()) {
+        std::int64_t never = kNever;
+        stop_at.compare_exchange_strong(never, step + 1);
+      }
+      if (step >= stop_at.load()) {
+        st = absl::CancelledError(absl::StrCat("training interrupted after ", step, " of ", inputs.train.steps, " steps"));
+        break;
+      }
       std::vector<TaskTime> times;
       const bool last = step + 1 == inputs.train.steps;
       auto rec = runner.Step(step, last ? &times : nullptr);

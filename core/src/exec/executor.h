@@ -58,6 +58,11 @@ struct ExecutorInputs {
   // Makes the matrix-product backend of a world rank's thread (cuBLAS on that rank's GPU, say);
   // empty: Eigen on the CPU.
   std::function<absl::StatusOr<std::unique_ptr<train::GemmBackend>>(int world_rank)> make_gemm;
+  // Polled by every rank at the start of each step; once one rank sees true, every rank
+  // finishes the step under way and stops before the next, and Execute returns Cancelled.
+  // Only for ranks that are threads of this process (they share what it answers); empty:
+  // never cancelled.
+  std::function<bool()> cancelled;
 };
 
 struct StepRecord {

@@ -169,7 +169,8 @@ const BackendInfo& RealBackend::Info() {
   return info;
 }
 
-absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registry& registry, const RunControl&) {
+absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registry& registry,
+                                           const RunControl& control) {
   const ParamSet& data = run.sections.at("data");
   const ParamSet& real = run.sections.at("real");
   ParamReader read_data(data, "[data]"), read_real(real, "[real]");
@@ -274,6 +275,10 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   }
   exec::ExecutorInputs inputs{graph, plan, schedule, run.train, source, run.seed, make_compressor, compress_layer,
                               validation, {}};
+  // Ctrl-C stops training at the next step where the ranks are threads of this process (under
+  // mpirun each process would see it at its own moment).
+  const bool thread_ranks = run.Component(ComponentKind::kCommunicator)->name == "local";
+  if (thread_ranks) inputs.cancelled = control.cancelled;
   const bool on_gpu = real_device == "cuda";
   if (on_gpu) {
     inputs.make_gemm = [](int world_rank) -> absl::StatusOr<std::unique_ptr<train::GemmBackend>> {
@@ -374,6 +379,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     TESTBED_ASSIGN_OR_RETURN(auto one_endpoints, local_comm->Connect(1));
     // The reference trains without compression: it is the exact gradient every arm is held to.
     exec::ExecutorInputs one_inputs{graph, one, one_sched, run.train, source, run.seed, {}, {}, {}, {}};
+    one_inputs.cancelled = control.cancelled;
     TESTBED_ASSIGN_OR_RETURN(exec::ExecutionResult ref, exec::Execute(one_inputs, std::move(one_endpoints)));
     double loss_diff = 0, norm_diff = 0;
     for (size_t i = 0; i < steps.size() && i < ref.steps.size(); ++i) {
