@@ -33,9 +33,9 @@ absl::Status Register(Registry& r) {
           ParamSpec::DoubleList("thresholds", {}).Unit("capacity")
               .Doc("map = \"threshold\": ladder size - 1 increasing capacities between the rungs"),
           ParamSpec::Bool("keep_edges", true).Doc("keep the first and last layer with matrix products at edge_bits"),
-          ParamSpec::Int("edge_bits", 8).Unit("bits").Doc("width of the kept layers"),
+          ParamSpec::Int("edge_bits", 8).Range(2, 32).Unit("bits").Doc("width of the kept layers"),
           ParamSpec::StringList("keep", {}).Doc("more layers (by name) kept at edge_bits"),
-          ParamSpec::Int("gradient_bits", 0).Unit("bits").Doc("every layer's gradient width; 0: the run's precision"),
+          ParamSpec::Int("gradient_bits", 0).Range(0, 32).Unit("bits").Doc("every layer's gradient width; 0: the run's precision"),
       },
       [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<PrecisionPolicy>> {
         ParamReader read(p, "dpc");

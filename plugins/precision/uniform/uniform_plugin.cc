@@ -50,10 +50,10 @@ absl::Status Register(Registry& r) {
   return r.Add<PrecisionPolicy>(
       "uniform", "one precision for every layer (fp32, 16-bit, or fake-quantised 2-8-bit integers)",
       {
-          ParamSpec::Int("bits", 32).Unit("bits").Doc(
+          ParamSpec::Int("bits", 32).Range(0, 32).Unit("bits").Doc(
               "width of every layer's weights and activations: 32 (fp32), 16 (the run's 16-bit format), 2 to 8 "
               "(integers), 0 (the run's precision)"),
-          ParamSpec::Int("gradient_bits", 0).Unit("bits").Doc(
+          ParamSpec::Int("gradient_bits", 0).Range(0, 32).Unit("bits").Doc(
               "width of the gradients (stochastic rounding below 32); 0: the run's precision"),
           ParamSpec::StringList("layer_bits", {}).Doc(
               "exceptions as \"layer=bits\" (e.g. \"head=8\"): that layer's weights and activations at that width"),

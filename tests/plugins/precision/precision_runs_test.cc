@@ -246,6 +246,9 @@ micro_batch = 8
     EXPECT_FALSE(outs[0].ok());
     return std::string(outs[0].status().message());
   };
+  // Out of the widths' range: refused when the file is resolved, at its key.
+  EXPECT_THAT(one("precision_policy = { use = \"uniform\", bits = 64 }"),
+              HasSubstr("precision_policy 'uniform': 'bits': expected int in [0, 32] (bits), got 64"));
   EXPECT_THAT(one("precision_policy = { use = \"uniform\", bits = 12 }"),
               HasSubstr("uniform: bits = 12 bits; expected 0 (the run's precision), 2 to 8, 16 or 32"));
   EXPECT_THAT(one("precision_policy = { use = \"uniform\", layer_bits = [\"block7.mlp=8\"] }"),
