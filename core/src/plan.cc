@@ -187,7 +187,7 @@ absl::Status Plan::Validate(int num_layers, const Cluster& cluster) const {
                                                        " does not divide its stage's ", stage_tp, " devices"));
       }
       for (int bits : {ls.precision.weight_bits, ls.precision.activation_bits, ls.precision.gradient_bits}) {
-        if (bits != 0 && !((bits >= 2 && bits <= 8) || bits == 16 || bits == 32)) {
+        if (!SupportedLayerBits(bits)) {
           return absl::InvalidArgumentError(absl::StrCat("layer ", l, ": ", bits, " bits; expected 0 (the run's), 2 to 8, 16 or 32"));
         }
       }

@@ -10,7 +10,7 @@ namespace {
 int WidthOf(int bits, Precision run) noexcept { return bits > 0 ? bits : PrecisionBits(run); }
 
 absl::Status CheckWidth(int bits, const Layer& layer, const char* what) {
-  if (bits == 0 || (bits >= 2 && bits <= 8) || bits == 16 || bits == 32) return absl::OkStatus();
+  if (SupportedLayerBits(bits)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("layer '", layer.name, "': ", what, " width ", bits,
                                                  " bits; expected 0 (the run's precision), 2 to 8, 16 or 32"));
 }
@@ -74,7 +74,8 @@ absl::Status PrecisionPolicy::Refine(RefineContext& ctx) {
                    {"params", "parameters", params},   {"forward_macs_per_sample", "MAC", macs},
                    {"forward_bitops_per_sample", "bit-op", bitops}};
   plan.planner_tables.push_back(std::move(table));
-  const double ours = ForwardBitOps(model, bits, run);
+  double ours = 0;
+  for (double b : bitops) ours += b;
   std::vector<LayerPrecision> fp32(n, LayerPrecision{32, 32, 32}), int8(n, LayerPrecision{8, 8, 8});
   const double full = ForwardBitOps(model, fp32, run), eight = ForwardBitOps(model, int8, run);
   plan.planner_metrics.Add("forward_bitops_per_sample", ours, "bit-op", Better::kLower);

@@ -64,6 +64,11 @@ struct StageSpec {
 // integers of that width (fake-quantised in the executor). Compute runs at the activation
 // width, on the narrowest units that hold it (PrecisionOfBits: 5-8 bits on int8, 2-4 on
 // int4); stored activations, gradients and weights take their width in bits (packed).
+// Whether `bits` is a width a layer may have: 0 (the run's precision), 2 to 8, 16 or 32.
+[[nodiscard]] constexpr bool SupportedLayerBits(int bits) noexcept {
+  return bits == 0 || (bits >= 2 && bits <= 8) || bits == 16 || bits == 32;
+}
+
 struct LayerPrecision {
   int weight_bits = 0;
   int activation_bits = 0;

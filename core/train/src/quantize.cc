@@ -60,7 +60,7 @@ Matrix<T> FakeQuantize(const Matrix<T>& x, int bits, Rounding rounding, Rng* rng
   }
   const T step = QuantStep(x, bits);
   if (step == T(0)) return Matrix<T>::Zero(x.rows(), x.cols());
-  const bool unsigned_grid = x.minCoeff() >= T(0);
+  const bool unsigned_grid = x.minCoeff() >= T(0);  // the grid QuantStep chose
   const T top = static_cast<T>(unsigned_grid ? (1 << bits) - 1 : (1 << (bits - 1)) - 1);
   const T bottom = unsigned_grid ? T(0) : -top;
   const T inv = T(1) / step;

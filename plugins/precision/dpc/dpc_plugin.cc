@@ -2,6 +2,8 @@
 // weights and activations get a width from its capacity alone (dpc_rule.h); the first and
 // last layers stay wide.
 #include "dpc_rule.h"
+
+#include "absl/strings/str_cat.h"
 #include "testbed/plugin.h"
 #include "testbed/precision_policy.h"
 #include "testbed/status_macros.h"
@@ -49,11 +51,16 @@ absl::Status Register(Registry& r) {
         rule.keep = read.Get<std::vector<std::string>>("keep");
         const std::int64_t grad = read.Get<std::int64_t>("gradient_bits");
         TESTBED_RETURN_IF_ERROR(read.status());
-        auto narrow = [](std::int64_t v) { return v < -1 || v > 64 ? -1 : static_cast<int>(v); };
         rule.ladder.clear();
-        for (std::int64_t b : ladder) rule.ladder.push_back(narrow(b));
-        rule.edge_bits = narrow(edge);
-        rule.gradient_bits = narrow(grad);
+        for (size_t i = 0; i < ladder.size(); ++i) {
+          if (ladder[i] < 2 || ladder[i] > 32) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("dpc: ladder[", i, "] = ", ladder[i], " bits; expected 2 to 8, 16 or 32"));
+          }
+          rule.ladder.push_back(static_cast<int>(ladder[i]));
+        }
+        rule.edge_bits = static_cast<int>(edge);      // 2..32 by its declared range
+        rule.gradient_bits = static_cast<int>(grad);  // 0..32 by its declared range
         TESTBED_RETURN_IF_ERROR(CheckRule(rule));
         return std::make_unique<Dpc>(std::move(rule));
       });

@@ -10,7 +10,8 @@
 namespace testbed::dpc {
 namespace {
 
-bool Supported(int bits) noexcept { return (bits >= 2 && bits <= 8) || bits == 16 || bits == 32; }
+// A width a rung or the kept layers may have (not 0: they name a width of their own).
+bool Supported(int bits) noexcept { return bits != 0 && SupportedLayerBits(bits); }
 
 absl::Status Bad(const std::string& what) { return absl::InvalidArgumentError(absl::StrCat("dpc: ", what)); }
 

@@ -15,7 +15,7 @@ namespace testbed::precision_uniform {
 namespace {
 
 absl::Status CheckWidthParam(std::int64_t bits, const std::string& name) {
-  if (bits == 0 || (bits >= 2 && bits <= 8) || bits == 16 || bits == 32) return absl::OkStatus();
+  if (bits >= 0 && bits <= 32 && SupportedLayerBits(static_cast<int>(bits))) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("uniform: ", name, " = ", bits, " bits; expected 0 (the run's precision), 2 to 8, 16 or 32"));
 }
