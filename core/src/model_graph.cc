@@ -99,13 +99,16 @@ absl::Status CheckShape(const ModelShape& s) {
     return bad(absl::StrCat("family '", s.family, "' is not one of gpt, bert, moe-gpt, mlp, cnn"));
   }
   if (s.family == "cnn") return CheckCnnShape(s);
-  if (s.layers < 1) return bad("layers must be >= 1");
-  if (s.hidden < 1) return bad("hidden must be >= 1");
   if (s.family == "mlp") {
+    // layers = 0: the classifier alone, a linear model (logistic or least-squares regression).
+    if (s.layers < 0) return bad("an mlp needs layers >= 0 (hidden layers)");
+    if (s.layers > 0 && s.hidden < 1) return bad("hidden must be >= 1");
     if (s.inputs < 1) return bad("an mlp needs inputs >= 1 (input features)");
     if (s.vocab < 2) return bad("an mlp needs vocab >= 2 (classes)");
     return absl::OkStatus();
   }
+  if (s.layers < 1) return bad("layers must be >= 1");
+  if (s.hidden < 1) return bad("hidden must be >= 1");
   if (s.heads < 1 || s.hidden % s.heads != 0) {
     return bad(absl::StrCat("hidden (", s.hidden, ") must be a positive multiple of heads (", s.heads, ")"));
   }

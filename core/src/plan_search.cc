@@ -35,9 +35,12 @@ std::vector<StageSpec> StagesFromUnitCounts(const ModelGraph& model, const std::
 
 absl::StatusOr<std::vector<StageSpec>> UniformBlockStages(const ModelGraph& model, int parts) {
   const int units = static_cast<int>(UnitBoundaries(model).size()) - 1;
-  // Units before the first block (the embedding) and after the last (the head), if any.
-  const bool first = !model.layers.empty() && model.layers.front().block < 0;
-  const bool last = model.layers.size() > 1 && model.layers.back().block < 0;
+  // Units before the first block (the embedding) and after the last (the head), if any; a
+  // model without blocks (an mlp, a cnn) is split over its layers alike.
+  const bool has_blocks =
+      std::any_of(model.layers.begin(), model.layers.end(), [](const Layer& l) { return l.block >= 0; });
+  const bool first = has_blocks && model.layers.front().block < 0;
+  const bool last = has_blocks && model.layers.size() > 1 && model.layers.back().block < 0;
   const int blocks = units - (first ? 1 : 0) - (last ? 1 : 0);
   if (blocks < parts) {
     return absl::InvalidArgumentError(absl::StrCat("model '", model.shape.name, "' has ", blocks,

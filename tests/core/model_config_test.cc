@@ -238,6 +238,32 @@ TEST(CnnModel, ZeroDenseLayersNeedNoHidden) {
   EXPECT_EQ(m->TotalParams(), (4 * 9 + 4) + (64 * 10 + 10));
 }
 
+// An mlp of no hidden layers is a linear model (the classifier alone) and needs no `hidden`; an
+// mlp's layers, which have no transformer blocks, are split over stages like blocks.
+TEST(MlpModel, ZeroHiddenLayersIsALinearModelAndLayersSplitOverStages) {
+  ErrorList errors;
+  auto linear = Resolve("[model]\nfamily = \"mlp\"\nlayers = 0\ninputs = 64\nvocab = 10\n", "l.toml", errors);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  ASSERT_EQ(linear->layers.size(), 1u);
+  EXPECT_EQ(linear->layers[0].name, "classifier");
+  EXPECT_EQ(linear->TotalParams(), 64 * 10 + 10);
+  auto one = UniformBlockStages(*linear, 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ((*one)[0].end_layer, 1);
+  auto mlp = Resolve("[model]\nfamily = \"mlp\"\nlayers = 1\nhidden = 8\ninputs = 4\nvocab = 2\n", "m.toml", errors);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  auto two = UniformBlockStages(*mlp, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[0].end_layer, 1);
+  EXPECT_EQ((*two)[1].first_layer, 1);
+  EXPECT_EQ((*two)[1].end_layer, 2);
+  EXPECT_FALSE(UniformBlockStages(*mlp, 3).ok());
+  ErrorList missing;
+  EXPECT_EQ(Resolve("[model]\nfamily = \"mlp\"\nlayers = 2\ninputs = 4\nvocab = 2\n", "h.toml", missing), nullptr);
+  EXPECT_THAT(std::string(missing.ToStatus().message()), HasSubstr("missing required key 'hidden'"));
+}
+
 std::string CnnError(const std::string& keys) {
   ErrorList errors;
   auto m = Resolve("[model]\nfamily = \"cnn\"\nvocab = 10\n" + keys, "bad.toml", errors);

@@ -195,7 +195,10 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   const bool given = family == "layers", cnn = family == "cnn";
   std::vector<const char*> required;
   if (!given) required.push_back("layers");
-  if (!given && !cnn) required.push_back("hidden");
+  // An mlp of no hidden layers (a linear model) has no hidden width.
+  const toml::node* layers_node = merged->Get({"layers"});
+  const bool linear = family == "mlp" && layers_node != nullptr && layers_node->value<std::int64_t>() == 0;
+  if (!given && !cnn && !linear) required.push_back("hidden");
   if (cnn) required.insert(required.end(), {"image_size", "conv_channels"});
   for (const char* key : required) {
     if (merged->Get({key}) == nullptr) {
