@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "exec/gpt_stack.h"
 #include "testbed/status_macros.h"
-#include "testbed/train/cross_entropy.h"
+#include "testbed/train/loss.h"
 
 namespace testbed::exec {
 namespace {
@@ -115,7 +115,7 @@ absl::Status ComputeTasks::Forward(const Task& t, bool recompute) {
     const auto begin = s_.data.targets.begin() + s_.FirstSample(mb) * s_.seq + sub * rows;
     const std::vector<std::int64_t> targets(begin, begin + rows);
     const double normalizer = static_cast<double>(s_.SamplesPerMicroBatch() * s_.micro_batches * s_.dp * s_.seq);
-    TESTBED_ASSIGN_OR_RETURN(auto lg, train::SoftmaxCrossEntropy<float>(x, targets, normalizer));
+    TESTBED_ASSIGN_OR_RETURN(auto lg, train::ClassificationLoss<float>(s_.in.loss, x, targets, normalizer));
     // Every tensor-parallel rank computes the same loss; count it once.
     if (s_.tp_rank == 0) s_.metrics.loss += lg.loss;
     Blocks(s_.grad, t.chunk, mb, t.sub_batches).Set(sub, std::move(lg.dlogits));

@@ -26,7 +26,9 @@
 #include "testbed/model_graph.h"
 #include "testbed/plan.h"
 #include "testbed/schedule.h"
+#include "testbed/train/delayed_gradients.h"
 #include "testbed/train/gemm.h"
+#include "testbed/train/loss.h"
 
 namespace testbed::exec {
 
@@ -45,30 +47,46 @@ struct ExecutorInputs {
   const Plan& plan;
   const Schedule& schedule;
   const TrainSettings& train;
-  BatchSource data;
+  BatchSource data{};
   std::uint64_t seed = 1;  // model initialisation
   // Makes one compressor instance (one per rank and parameter tensor); empty: plain all-reduce.
-  std::function<absl::StatusOr<std::shared_ptr<Compressor>>()> make_compressor;
+  std::function<absl::StatusOr<std::shared_ptr<Compressor>>()> make_compressor{};
   // Which layers' gradients go through the compressor (empty: all); the others are summed
   // by a plain all-reduce.
-  std::function<bool(int layer)> compress_layer;
+  std::function<bool(int layer)> compress_layer{};
   // Held-out data, evaluated by world rank 0 after training when the model is not split
   // (tp = pp = 1); empty: no evaluation.
-  std::function<absl::StatusOr<Batch>()> validation;
+  std::function<absl::StatusOr<Batch>()> validation{};
   // Makes the matrix-product backend of a world rank's thread (cuBLAS on that rank's GPU, say);
   // empty: Eigen on the CPU.
-  std::function<absl::StatusOr<std::unique_ptr<train::GemmBackend>>(int world_rank)> make_gemm;
+  std::function<absl::StatusOr<std::unique_ptr<train::GemmBackend>>(int world_rank)> make_gemm{};
   // Polled by every rank at the start of each step; once one rank sees true, every rank
   // finishes the step under way and stops before the next, and Execute returns Cancelled.
   // Only for ranks that are threads of this process (they share what it answers); empty:
   // never cancelled.
-  std::function<bool()> cancelled;
+  std::function<bool()> cancelled{};
+  // The classifier's loss (gpt models: cross-entropy whatever is set).
+  train::LossKind loss = train::LossKind::kCrossEntropy;
+  // SGD's heavy-ball momentum (the optimizer "sgd" only).
+  double sgd_momentum = 0.9;
+  // L2 regularisation: weight_decay * w is added to each gradient before it is (possibly)
+  // delayed and applied, so that a delayed update is the regularised objective's gradient at
+  // the stale weights.
+  double weight_decay = 0;
+  // Delayed SGD: each update applies the gradient of tau_t steps earlier (max_delay 0: none).
+  train::DelayOptions delay{};
+  // The training data, whole, evaluated like `validation` after training (the generalisation
+  // gap is the difference); empty: not evaluated.
+  std::function<absl::StatusOr<Batch>()> training_set{};
 };
 
 struct StepRecord {
   double loss = 0;       // mean cross-entropy per token over the global batch
   double grad_norm = 0;  // L2 norm of the full-model gradient before the update
   double wall_s = 0;     // slowest rank's time for the step
+  // Delayed SGD: how many steps stale the gradient this step applied was (-1: none applied,
+  // the first steps of a delayed run; 0 without a delay).
+  int applied_delay = 0;
 };
 
 struct TaskTime {
@@ -92,6 +110,8 @@ struct ExecutionResult {
   double decode_s_per_step = 0;
   double validation_loss = -1;   // when evaluated
   double validation_accuracy = -1;
+  double train_set_loss = -1;  // with training_set
+  double train_set_accuracy = -1;
 };
 
 // Runs `train.steps` iterations. `endpoints` are the world-group endpoints this process

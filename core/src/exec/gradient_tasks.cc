@@ -1,6 +1,7 @@
 #include "exec/gradient_tasks.h"
 
 #include <chrono>
+#include <optional>
 
 #include "exec/gpt_stack.h"
 #include "testbed/status_macros.h"
@@ -110,7 +111,18 @@ absl::Status GradientTasks::OptimizerStep() {
       if (s_.tp_rank == 0 || ParamIsSharded(p->name)) s_.metrics.grad_sq += static_cast<double>(p->grad.squaredNorm());
     }
   }
-  s_.optimizer->Step(s_.params);
+  if (s_.in.weight_decay != 0) {
+    const float wd = static_cast<float>(s_.in.weight_decay);
+    for (train::Param<float>* p : s_.params) p->grad += wd * p->value;
+  }
+  s_.applied_delay = 0;
+  bool apply = true;
+  if (s_.delayed != nullptr) {
+    const std::optional<int> tau = s_.delayed->Exchange(s_.params);
+    s_.applied_delay = tau.value_or(-1);
+    apply = tau.has_value();
+  }
+  if (apply) s_.optimizer->Step(s_.params);
   for (train::Param<float>* p : s_.params) p->ZeroGrad();
   ++s_.step;
   return absl::OkStatus();

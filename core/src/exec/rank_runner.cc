@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "exec/executor_stack.h"
@@ -10,7 +11,8 @@
 #include "exec/layer_precision.h"
 #include "testbed/status_macros.h"
 #include "testbed/train/adam.h"
-#include "testbed/train/cross_entropy.h"
+#include "testbed/train/delayed_gradients.h"
+#include "testbed/train/loss.h"
 #include "testbed/train/sgd.h"
 
 namespace testbed::exec {
@@ -168,8 +170,10 @@ absl::Status RankRunner::Setup() {
     o.learning_rate = s_.in.train.learning_rate;
     s_.optimizer = std::make_unique<train::Adam<float>>(o);
   } else {
-    s_.optimizer = std::make_unique<train::Sgd<float>>(train::SgdOptions{s_.in.train.learning_rate, 0.9, 0.0});
+    s_.optimizer =
+        std::make_unique<train::Sgd<float>>(train::SgdOptions{s_.in.train.learning_rate, s_.in.sgd_momentum, 0.0});
   }
+  if (s_.in.delay.max_delay > 0) s_.delayed = std::make_unique<train::DelayedGradients<float>>(s_.in.delay);
   TESTBED_ASSIGN_OR_RETURN(const std::vector<TaskId> order, s_.in.schedule.ExecutionOrder());
   for (TaskId id : order) {
     for (DeviceId d : s_.in.schedule.DevicesOf(id)) {
@@ -184,14 +188,34 @@ absl::Status RankRunner::Setup() {
 }
 
 absl::Status RankRunner::Evaluate(ExecutionResult& out) {
-  if (!s_.in.validation || s_.rank != 0 || s_.tp != 1 || s_.pp != 1) return absl::OkStatus();
-  TESTBED_ASSIGN_OR_RETURN(Batch b, s_.in.validation());
-  std::vector<train::LayerCache<float>> caches;
-  TESTBED_ASSIGN_OR_RETURN(Tensor logits, s_.model.Forward(b.inputs, caches));
-  TESTBED_ASSIGN_OR_RETURN(auto lg, train::SoftmaxCrossEntropy<float>(logits, b.targets));
-  out.validation_loss = lg.loss;
-  out.validation_accuracy = train::Accuracy<float>(logits, b.targets);
-  return absl::OkStatus();
+  if (s_.rank != 0 || s_.tp != 1 || s_.pp != 1) return absl::OkStatus();
+  // The loss and accuracy of the trained model on a whole data set.
+  auto evaluate = [this](const std::function<absl::StatusOr<Batch>()>& data, double& loss,
+                         double& accuracy) -> absl::Status {
+    if (!data) return absl::OkStatus();
+    TESTBED_ASSIGN_OR_RETURN(Batch b, data());
+    // In blocks of samples, so that a large data set's activations need not fit at once; the
+    // per-row means of the blocks are weighted by their rows.
+    constexpr Eigen::Index kSamplesPerBlock = 512;
+    const Eigen::Index rows = b.inputs.rows(), per = kSamplesPerBlock * b.rows_per_sample;
+    if (rows == 0) return absl::InvalidArgumentError("an evaluation data set without samples");
+    double loss_sum = 0, correct = 0;
+    for (Eigen::Index first = 0; first < rows; first += per) {
+      const Eigen::Index n = std::min(per, rows - first);
+      const Tensor inputs = b.inputs.middleRows(first, n);
+      const std::vector<std::int64_t> targets(b.targets.begin() + first, b.targets.begin() + first + n);
+      std::vector<train::LayerCache<float>> caches;
+      TESTBED_ASSIGN_OR_RETURN(Tensor logits, s_.model.Forward(inputs, caches));
+      TESTBED_ASSIGN_OR_RETURN(auto lg, train::ClassificationLoss<float>(s_.in.loss, logits, targets));
+      loss_sum += lg.loss * static_cast<double>(n);
+      correct += train::Accuracy<float>(logits, targets) * static_cast<double>(n);
+    }
+    loss = loss_sum / static_cast<double>(rows);
+    accuracy = correct / static_cast<double>(rows);
+    return absl::OkStatus();
+  };
+  TESTBED_RETURN_IF_ERROR(evaluate(s_.in.validation, out.validation_loss, out.validation_accuracy));
+  return evaluate(s_.in.training_set, out.train_set_loss, out.train_set_accuracy);
 }
 
 absl::StatusOr<StepRecord> RankRunner::Step(std::int64_t step, std::vector<TaskTime>* times) {
@@ -220,7 +244,7 @@ absl::StatusOr<StepRecord> RankRunner::Step(std::int64_t step, std::vector<TaskT
   double slowest = wall;
   TESTBED_RETURN_IF_ERROR(s_.world.AllReduce(&slowest, &slowest, 1, DataType::kFloat64, ReduceOp::kMax));
   for (size_t i = 0; i < std::size(kSummed); ++i) totals_.*kSummed[i] = sums[i];
-  return StepRecord{totals_.loss, std::sqrt(totals_.grad_sq), slowest};
+  return StepRecord{totals_.loss, std::sqrt(totals_.grad_sq), slowest, s_.applied_delay};
 }
 
 }  // namespace testbed::exec

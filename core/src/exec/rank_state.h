@@ -73,7 +73,10 @@ struct RankState {
   train::SequentialModel<float> model;
   std::vector<train::Param<float>*> params;
   std::unique_ptr<train::Optimizer<float>> optimizer;
+  // Delayed SGD's queue of past gradients (null without a delay).
+  std::unique_ptr<train::DelayedGradients<float>> delayed;
   std::int64_t step = 0;
+  int applied_delay = 0;  // of the last optimizer step (StepRecord::applied_delay)
 
   Batch data;
   // Outputs of the last task run per (chunk, micro-batch): activations forward, gradients of

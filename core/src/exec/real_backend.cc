@@ -163,6 +163,19 @@ const BackendInfo& RealBackend::Info() {
                  "GPUs this process sees; the rest of training stays on the CPU)"),
         ParamSpec::Double("target_loss", 0.0).Min(0)
             .Doc("report the steps and time until the training loss first reaches this (0: not reported)"),
+        ParamSpec::Choice("loss", "cross_entropy", {"cross_entropy", "squared"})
+            .Doc("the classifier's loss: softmax cross-entropy, or half the squared distance of the outputs to the "
+                 "one-hot label (with an mlp of 0 hidden layers: least-squares regression); gpt models: "
+                 "cross_entropy only"),
+        ParamSpec::Double("momentum", 0.9).Range(0, 0.999).Doc("heavy-ball momentum of the optimizer \"sgd\""),
+        ParamSpec::Double("weight_decay", 0.0).Min(0)
+            .Doc("L2 regularisation: weight_decay x w is added to every gradient (before any delay)"),
+        ParamSpec::Int("delay", 0).Range(0, 1024).Unit("steps")
+            .Doc("delayed (asynchronous) SGD: each update applies the gradient computed this many steps earlier, "
+                 "none while there is none yet (0: synchronous)"),
+        ParamSpec::Choice("delay_kind", "fixed", {"fixed", "random"})
+            .Doc("fixed: every update is `delay` steps stale; random: uniform on 0..delay, drawn per step from the "
+                 "run's seed"),
     };
     return b;
   }();
@@ -186,6 +199,11 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   const bool real_check_against_single = read_real.Get<bool>("check_against_single");
   const double real_max_loss_diff_vs_single = read_real.Get<double>("max_loss_diff_vs_single");
   const std::int64_t real_profile_repeats = read_real.Get<std::int64_t>("profile_repeats");
+  const std::string real_loss = read_real.Get<std::string>("loss");
+  const double real_momentum = read_real.Get<double>("momentum");
+  const double real_weight_decay = read_real.Get<double>("weight_decay");
+  const std::int64_t real_delay = read_real.Get<std::int64_t>("delay");
+  const std::string real_delay_kind = read_real.Get<std::string>("delay_kind");
   TESTBED_RETURN_IF_ERROR(read_data.status());
   TESTBED_RETURN_IF_ERROR(read_real.status());
   if (path.empty() && dataset == "fashion-mnist") {
@@ -197,9 +215,13 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   std::optional<train::CharCorpus> corpus;
   std::optional<std::pair<train::LabeledData, train::LabeledData>> labeled;
   exec::BatchSource source;
-  std::function<absl::StatusOr<exec::Batch>()> validation;
+  std::function<absl::StatusOr<exec::Batch>()> validation, training_set;
   if (dataset == "text") {
     if (shape.family != "gpt") return absl::InvalidArgumentError("[data] dataset \"text\" trains a gpt model");
+    if (real_loss != "cross_entropy") {
+      return absl::InvalidArgumentError(absl::StrCat("[real] loss = \"", real_loss, "\" is for classifiers (mlp, cnn on "
+                                                     "digits or fashion-mnist); a gpt model trains with cross_entropy"));
+    }
     TESTBED_ASSIGN_OR_RETURN(corpus, train::CharCorpus::Load(path, validation_fraction));
     // The vocabulary is the corpus's; weights are not tied (the engine's head is its own).
     shape.vocab = corpus->vocab_size();
@@ -228,6 +250,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     shape.vocab = labeled->first.classes;
     source = exec::LabeledSource(labeled->first, run.seed);
     validation = exec::LabeledValidation(labeled->second);
+    training_set = exec::LabeledValidation(labeled->first);
   }
   TESTBED_ASSIGN_OR_RETURN(ModelGraph graph, BuildModelGraph(shape));
 
@@ -273,8 +296,25 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   if (real_compress == "embedding") {
     compress_layer = [&graph](int l) { return graph.layers[static_cast<size_t>(l)].kind == LayerKind::kEmbedding; };
   }
-  exec::ExecutorInputs inputs{graph, plan, schedule, run.train, source, run.seed, make_compressor, compress_layer,
-                              validation, {}};
+  exec::ExecutorInputs inputs{.model = graph,
+                              .plan = plan,
+                              .schedule = schedule,
+                              .train = run.train,
+                              .data = source,
+                              .seed = run.seed,
+                              .make_compressor = make_compressor,
+                              .compress_layer = compress_layer,
+                              .validation = validation};
+  // The optimizer's settings beyond [train], the same for the single-process reference.
+  auto set_optimizer = [&](exec::ExecutorInputs& in) -> absl::Status {
+    TESTBED_ASSIGN_OR_RETURN(in.loss, train::LossKindFromName(real_loss));
+    in.sgd_momentum = real_momentum;
+    in.weight_decay = real_weight_decay;
+    in.delay = train::DelayOptions{static_cast<int>(real_delay), real_delay_kind == "random", run.seed};
+    return absl::OkStatus();
+  };
+  TESTBED_RETURN_IF_ERROR(set_optimizer(inputs));
+  inputs.training_set = training_set;
   // Ctrl-C stops training at the next step where the ranks are threads of this process (under
   // mpirun each process would see it at its own moment).
   const bool thread_ranks = run.Component(ComponentKind::kCommunicator)->name == "local";
@@ -301,7 +341,9 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   MetricSet& m = out.metrics;
   const auto& steps = result.steps;
   if (steps.empty()) return absl::InternalError("no training step ran");
-  const std::string loss_unit = dataset == "text" ? "nats/token" : "nats/sample";
+  const bool squared = real_loss == "squared";
+  const std::string loss_unit = dataset == "text" ? "nats/token" : squared ? "1/sample" : "nats/sample";
+  const std::string eval_unit = squared ? "1" : "nats";
   m.Add("final_loss", steps.back().loss, loss_unit, Better::kLower);
   m.Add("first_loss", steps.front().loss, loss_unit);
   m.Add("final_grad_norm", steps.back().grad_norm, "1");
@@ -327,8 +369,36 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     }
   }
   if (result.validation_loss >= 0) {
-    m.Add("validation_loss", result.validation_loss, "nats", Better::kLower);
+    m.Add("validation_loss", result.validation_loss, eval_unit, Better::kLower);
     m.Add("validation_accuracy", result.validation_accuracy, "1", Better::kHigher);
+  }
+  if (result.train_set_loss >= 0) {
+    // The trained model on the whole training split: the generalisation gap is how much worse
+    // it does on the held-out split.
+    m.Add("train_set_loss", result.train_set_loss, eval_unit, Better::kLower);
+    m.Add("train_set_accuracy", result.train_set_accuracy, "1", Better::kHigher);
+    if (result.validation_loss >= 0) {
+      m.Add("generalization_gap", result.validation_loss - result.train_set_loss, eval_unit, Better::kLower);
+    }
+  }
+  if (real_delay > 0) {
+    double applied = 0;
+    int updates = 0;
+    for (const exec::StepRecord& r : steps) {
+      if (r.applied_delay < 0) continue;
+      applied += r.applied_delay;
+      ++updates;
+    }
+    m.Add("updates_applied", updates, "steps");
+    m.Add("mean_applied_delay", updates > 0 ? applied / updates : 0.0, "steps");
+    if (real_delay_kind == "fixed" && labeled) {
+      // The delayed-SGD paper's bound on the generalisation error of a quadratic convex problem,
+      // O~((T - tau) / (n tau)), at this run's T (steps), n (training samples) and tau, without its
+      // constants: the shape to hold the measured gaps' trend against, not a prediction.
+      const double t = static_cast<double>(run.train.steps), n = static_cast<double>(labeled->first.size());
+      const double tau = static_cast<double>(real_delay);
+      m.Add("bound_shape", (t - tau) / (n * tau), "1");
+    }
   }
   // Measured step time: the mean after the first step (which warms caches and allocators).
   double measured = 0;
@@ -378,7 +448,9 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     TESTBED_ASSIGN_OR_RETURN(auto local_comm, registry.Create<Communicator>("local", local_params));
     TESTBED_ASSIGN_OR_RETURN(auto one_endpoints, local_comm->Connect(1));
     // The reference trains without compression: it is the exact gradient every arm is held to.
-    exec::ExecutorInputs one_inputs{graph, one, one_sched, run.train, source, run.seed, {}, {}, {}, {}};
+    exec::ExecutorInputs one_inputs{
+        .model = graph, .plan = one, .schedule = one_sched, .train = run.train, .data = source, .seed = run.seed};
+    TESTBED_RETURN_IF_ERROR(set_optimizer(one_inputs));
     one_inputs.cancelled = control.cancelled;
     TESTBED_ASSIGN_OR_RETURN(exec::ExecutionResult ref, exec::Execute(one_inputs, std::move(one_endpoints)));
     double loss_diff = 0, norm_diff = 0;
@@ -433,14 +505,18 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   Table curve;
   curve.name = "loss_curve";
   std::vector<std::int64_t> step_ids;
+  std::vector<std::int64_t> delay_ids;
   std::vector<double> loss, norm, wall;
   for (size_t i = 0; i < steps.size(); ++i) {
     step_ids.push_back(static_cast<std::int64_t>(i));
     loss.push_back(steps[i].loss);
     norm.push_back(steps[i].grad_norm);
     wall.push_back(steps[i].wall_s);
+    delay_ids.push_back(steps[i].applied_delay);
   }
   curve.columns = {{"step", "", step_ids}, {"loss", loss_unit, loss}, {"grad_norm", "1", norm}, {"wall_s", "s", wall}};
+  // Delayed SGD: the staleness of each step's update (-1: none applied).
+  if (real_delay > 0) curve.columns.push_back({"applied_delay", "steps", delay_ids});
   if (!single_loss.empty()) curve.columns.push_back({"single_process_loss", loss_unit, single_loss});
   out.tables.push_back(std::move(curve));
   for (const Table& t : plan.planner_tables) out.tables.push_back(t);

@@ -41,8 +41,12 @@ TEST(DpcRule, WidthsNeverIncreaseWithCapacityAndTheEdgesStayWide) {
     for (size_t a = 2; a + 1 < g.layers.size(); ++a) {
       EXPECT_EQ((*w)[a].weight_bits, (*w)[a].activation_bits);
       for (size_t b = 2; b + 1 < g.layers.size(); ++b) {
-        if (g.layers[a].params < g.layers[b].params) EXPECT_GE((*w)[a].weight_bits, (*w)[b].weight_bits) << map;
-        if (g.layers[a].params == g.layers[b].params) EXPECT_EQ((*w)[a].weight_bits, (*w)[b].weight_bits) << map;
+        if (g.layers[a].params < g.layers[b].params) {
+          EXPECT_GE((*w)[a].weight_bits, (*w)[b].weight_bits) << map;
+        }
+        if (g.layers[a].params == g.layers[b].params) {
+          EXPECT_EQ((*w)[a].weight_bits, (*w)[b].weight_bits) << map;
+        }
       }
     }
   }

@@ -7,59 +7,26 @@
 
 #include <filesystem>
 
-#include "config/experiment.h"
-#include "config/preset_library.h"
-#include "config/run_config.h"
 #include "engine/plan_backend.h"
-#include "engine/plugin_loader.h"
 #include "exec/real_backend.h"
+#include "experiment_runs.h"
 #include "sim/sim_backend.h"
-#include "test_support.h"
 
 namespace testbed {
 namespace {
 
 using ::testing::HasSubstr;
 
-class PrecisionRuns : public ::testing::Test {
+using testing::MetricOf;
+
+class PrecisionRuns : public testing::ExperimentRuns {
  protected:
   void SetUp() override {
-    loader_.LoadDirectories({TESTBED_PLUGIN_DIR});
-    ASSERT_TRUE(loader_.Load(std::filesystem::path(TESTBED_TEST_PLUGIN_DIR) / "good" / "fixture_good.so").ok());
+    ExperimentRuns::SetUp();
     ASSERT_NE(registry_.Find(ComponentKind::kPrecisionPolicy, "dpc"), nullptr);
     ASSERT_NE(registry_.Find(ComponentKind::kPrecisionPolicy, "uniform"), nullptr);
   }
-  // Every run of the experiment `text`, run with `backend`.
-  std::vector<absl::StatusOr<RunOutput>> RunAll(const std::string& text, Backend& backend) {
-    const std::filesystem::path file = dir_ / "x.toml";
-    testing::WriteFile(file, text);
-    std::vector<absl::StatusOr<RunOutput>> outs;
-    auto ex = Experiment::Load(file, {});
-    if (!ex.ok()) {
-      outs.emplace_back(ex.status());
-      return outs;
-    }
-    for (const RunSpec& spec : ex->runs()) {
-      auto run = ResolveRun(spec, registry_, presets_);
-      if (!run.ok()) {
-        outs.emplace_back(run.status());
-        continue;
-      }
-      outs.push_back(backend.Run(*run, registry_, RunControl{}));
-    }
-    return outs;
-  }
-
-  Registry registry_;
-  PluginLoader loader_{registry_};
-  PresetLibrary presets_{{TESTBED_TEST_CONFIG_DIR}};
-  testing::TempDir dir_;
 };
-
-double MetricOf(const RunOutput& out, const char* name) {
-  const Metric* m = out.metrics.Find(name);
-  return m != nullptr ? m->value : -1.0;
-}
 
 // 64 inputs, two hidden layers of 32, 10 classes: 64x32, 32x32, 32x10 products.
 constexpr const char* kMlpModel = R"(
@@ -210,12 +177,7 @@ precision_policy = { use = "uniform", bits = 4 }
   auto outs = RunAll(text, backend);
   ASSERT_EQ(outs.size(), 4u);
   for (const auto& o : outs) ASSERT_TRUE(o.ok()) << o.status();
-  auto curve = [&](int i) {
-    for (const Table& t : outs[static_cast<size_t>(i)]->tables) {
-      if (t.name == "loss_curve") return std::get<std::vector<double>>(t.Find("loss")->values);
-    }
-    return std::vector<double>{};
-  };
+  auto curve = [&](int i) { return testing::ColumnOf<double>(*outs[static_cast<size_t>(i)], "loss_curve", "loss"); };
   ASSERT_EQ(curve(0).size(), 12u);
   EXPECT_EQ(curve(1), curve(0));  // exact equality of every step's loss
   EXPECT_EQ(curve(2), curve(0));
