@@ -89,6 +89,15 @@ absl::StatusOr<ConfigDoc> ConfigDoc::ParseString(absl::string_view text, std::st
   return doc;
 }
 
+void ConfigDoc::SetOrigin(const SourceLoc& where) {
+  if (file_.empty()) file_ = where.file;
+  where_[Key({})] = where;
+}
+
+void ConfigDoc::ForgetLinePositions() {
+  for (auto& [key, loc] : where_) loc.line = loc.column = 0;
+}
+
 absl::StatusOr<ConfigDoc> ConfigDoc::ParseFile(const std::filesystem::path& file) {
   // A directory is refused; anything else (a pipe too) is read up to 64 MiB, so that a device
   // such as /dev/zero is not read forever.
@@ -138,6 +147,12 @@ const toml::table* ConfigDoc::GetTable(const KeyPath& path) const {
 
 SourceLoc ConfigDoc::Where(const KeyPath& path) const {
   KeyPath p = path;
+  // A table made on the way by Set (a dotted key of a sweep, an arm or --set) has no position
+  // of its own: the first value written under it is where it came from.
+  if (!path.empty() && where_.find(Key(path)) == where_.end()) {
+    const std::string prefix = Key(path) + '\x1f';
+    if (auto it = where_.lower_bound(prefix); it != where_.end() && it->first.rfind(prefix, 0) == 0) return it->second;
+  }
   while (true) {
     if (auto it = where_.find(Key(p)); it != where_.end()) return it->second;
     if (p.empty()) break;

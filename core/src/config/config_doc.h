@@ -38,6 +38,13 @@ class ConfigDoc {
   [[nodiscard]] static absl::StatusOr<ConfigDoc> ParseFile(const std::filesystem::path& file);
   [[nodiscard]] static absl::StatusOr<ConfigDoc> ParseString(absl::string_view text, std::string source_name);
 
+  // Every value's position becomes just the source name (a --set argument, whose line and
+  // column would be those of the text made from it).
+  void ForgetLinePositions();
+  // The document's own position (Where of its root and of what has none of its own): a
+  // section merged from a preset and a file's overrides is where the file wrote the section.
+  void SetOrigin(const SourceLoc& where);
+
   [[nodiscard]] const toml::table& root() const noexcept { return root_; }
   [[nodiscard]] const std::string& file() const noexcept { return file_; }
 

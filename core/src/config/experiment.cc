@@ -59,6 +59,7 @@ absl::StatusOr<SetOverride> ParseSet(const std::string& text) {
     doc = ConfigDoc::ParseString(absl::StrCat("v = \"", escaped, "\""), source);
     if (!doc.ok()) return absl::InvalidArgumentError(absl::StrCat("--set '", text, "': cannot read the value"));
   }
+  doc->ForgetLinePositions();
   return SetOverride{std::move(*path), std::move(*doc)};
 }
 

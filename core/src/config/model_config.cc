@@ -173,6 +173,7 @@ absl::StatusOr<ConfigDoc> MergeWithPreset(const ConfigDoc& doc, const KeyPath& s
       if (auto s = merged.Set({std::string(k.str())}, v, doc, from); !s.ok()) return s;
     }
   }
+  merged.SetOrigin(doc.Where(section));
   return merged;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -118,7 +119,7 @@ absl::StatusOr<ExperimentMeta> ResolveMeta(const ConfigDoc& doc) {
   return m;
 }
 
-absl::Status CheckFileComponents(const ConfigDoc& doc, const Registry& registry) {
+absl::Status CheckFileSettings(const ConfigDoc& doc, const Registry& registry) {
   ErrorList errors;
   for (auto&& [k, v] : doc.root()) {
     const std::string key(k.str());
@@ -143,6 +144,22 @@ absl::Status CheckFileComponents(const ConfigDoc& doc, const Registry& registry)
     if (!param_path.empty()) {
       (void)ResolveParams(doc, param_path, entry->decl.params, absl::StrCat(key, " '", name, "'"), {"use"}, errors);
     }
+  }
+  // The file's own sections, key by key (type, range, unknown keys), whatever overrides them;
+  // the checks a whole section needs (required keys, presets) are the runs'.
+  std::vector<std::pair<std::string, std::pair<const std::vector<ParamSpec>*, std::set<std::string>>>> sections = {
+      {"train", {&TrainSchema(), {}}},
+      {"parallel", {&ParallelSchema(), {}}},
+      {"model", {&ModelSchema(), {"preset", "given"}}},
+      {"cluster", {&ClusterSchema(), {"preset", "node", "groups", "network"}}},
+  };
+  if (auto meta = ResolveMeta(doc); meta.ok()) {
+    for (const auto& [name, specs] : FindBackendInfo(meta->backend)->sections) sections.push_back({name, {&specs, {}}});
+  }
+  for (const auto& [name, schema] : sections) {
+    const toml::node* table = doc.Get({name});
+    if (table == nullptr || !table->is_table()) continue;  // absent, or malformed: the runs say so
+    (void)ResolveParams(doc, {name}, *schema.first, absl::StrCat("[", name, "]"), schema.second, errors);
   }
   return errors.ToStatus();
 }

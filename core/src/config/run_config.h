@@ -74,10 +74,11 @@ inline constexpr const char* kLibraryKeyPrefix = "library.";
 // Reads [experiment] alone (needed before the backend is known).
 [[nodiscard]] absl::StatusOr<ExperimentMeta> ResolveMeta(const ConfigDoc& doc);
 
-// The component choices at the top of the experiment file itself (`scheduler = { use = ... }`),
-// checked even when every arm or sweep value overrides them, so that a wrong name or
-// parameter there is reported rather than never looked at. OK, or one error per line.
-[[nodiscard]] absl::Status CheckFileComponents(const ConfigDoc& doc, const Registry& registry);
+// What the experiment file itself sets at its top (component choices such as `scheduler = {
+// use = ... }`, and each key of its [train], [parallel], [model], [cluster] and backend
+// sections), checked even when every arm or sweep value overrides it, so that a wrong name,
+// type or range there is reported rather than never looked at. OK, or one error per line.
+[[nodiscard]] absl::Status CheckFileSettings(const ConfigDoc& doc, const Registry& registry);
 
 // Resolves a run; every problem is reported at once, one per line.
 [[nodiscard]] absl::StatusOr<ResolvedRun> ResolveRun(const RunSpec& spec, const Registry& registry,

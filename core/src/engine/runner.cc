@@ -141,7 +141,7 @@ absl::StatusOr<std::vector<ResolvedRun>> ResolveAll(const Experiment& experiment
   std::set<std::string> seen;
   // What the file sets at its top and every run overrides is still checked (after the runs,
   // whose messages about the same value come first).
-  const absl::Status file_components = CheckFileComponents(experiment.doc(), registry);
+  const absl::Status file_settings = CheckFileSettings(experiment.doc(), registry);
   for (const RunSpec& spec : experiment.runs()) {
     if (!Selected(only_arms, spec.arm) || !Selected(only_points, spec.point)) continue;
     auto r = ResolveRun(spec, registry, presets);
@@ -159,8 +159,15 @@ absl::StatusOr<std::vector<ResolvedRun>> ResolveAll(const Experiment& experiment
     }
     runs.push_back(std::move(*r));
   }
+  if (!file_settings.ok()) {
+    // Lines a run has already reported are not repeated.
+    std::vector<std::string> fresh;
+    for (absl::string_view line : absl::StrSplit(file_settings.message(), '\n')) {
+      if (seen.insert(std::string(line)).second) fresh.emplace_back(line);
+    }
+    if (!fresh.empty()) errors.push_back(absl::StrJoin(fresh, "\n"));
+  }
   if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
-  if (!file_components.ok()) return file_components;
   return runs;
 }
 
