@@ -58,9 +58,20 @@ absl::Status GroupCore::CheckUsable() const {
 absl::Status GroupCore::CollectiveTimedOut(const std::string& what, std::int64_t seq) {
   const std::string within = absl::StrCat(" within timeout_s = ", timeout_s_, " s");
   const std::vector<int> missing = arrivals_.Missing(seq, std::min(0.2, timeout_s_));
-  absl::Status error = absl::DeadlineExceededError(
-      missing.empty() ? absl::StrCat(what, ": every member started it but it did not finish", within)
-                      : absl::StrCat(what, ": rank(s) ", DescribeRanks(missing), " did not join", within));
+  std::string message;
+  if (!missing.empty()) {
+    message = absl::StrCat(what, ": rank(s) ", DescribeRanks(missing), " did not join", within);
+  } else {
+    // Everyone started it: a member that died inside it (or stopped waiting) sends no pulses.
+    const double quiet = std::clamp(timeout_s_ / 2, 0.5, 2.0);
+    const std::vector<int> silent = arrivals_.Silent(quiet);
+    message = silent.empty()
+                  ? absl::StrCat(what, ": every member started it but it did not finish", within)
+                  : absl::StrCat(what, ": every member started it, then rank(s) ", DescribeRanks(silent),
+                                 " fell silent (nothing from them for ", quiet,
+                                 " s: dead, or no longer waiting on this group); it did not finish", within);
+  }
+  absl::Status error = absl::DeadlineExceededError(message);
   Break(error);
   return error;
 }

@@ -32,7 +32,7 @@ void MpiRequest::Finish(absl::Status status) {
 
 absl::Status MpiRequest::Wait() {
   if (finished_) return status_;
-  absl::Status polled = PollUntil(requests_, DeadlineAfter(core_->timeout_s()));
+  absl::Status polled = PollUntil(requests_, DeadlineAfter(core_->timeout_s()), &core_->arrivals());
   if (absl::IsDeadlineExceeded(polled)) {
     Finish(TimedOut());
   } else if (!polled.ok()) {

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include "arrival_tracker.h"
 #include "mpi_runtime.h"
 
 namespace testbed::mpi {
@@ -16,14 +17,17 @@ void Backoff::Pause() noexcept {
   if (++spins_ > 2000) sched_yield();
 }
 
-absl::Status PollUntil(std::vector<MPI_Request>& requests, Clock::time_point deadline) {
+absl::Status PollUntil(std::vector<MPI_Request>& requests, Clock::time_point deadline, ArrivalTracker* pulse) {
   Backoff backoff;
+  const Clock::time_point pulse_from = Clock::now() + std::chrono::milliseconds(100);
   for (;;) {
     int done = 0;
     const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Testall");
     if (done) return absl::OkStatus();
-    if (Clock::now() >= deadline) return absl::DeadlineExceededError("");
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) return absl::DeadlineExceededError("");
+    if (pulse != nullptr && now >= pulse_from) pulse->Pulse();
     backoff.Pause();
   }
 }

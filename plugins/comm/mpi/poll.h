@@ -12,6 +12,8 @@
 
 namespace testbed::mpi {
 
+class ArrivalTracker;
+
 using Clock = std::chrono::steady_clock;
 
 [[nodiscard]] Clock::time_point DeadlineAfter(double seconds);
@@ -19,7 +21,9 @@ using Clock = std::chrono::steady_clock;
 // OK when all of `requests` finished by `deadline`; DeadlineExceeded (with an empty message
 // for the caller to replace) when not; an MPI error otherwise. Finished requests become
 // MPI_REQUEST_NULL.
-[[nodiscard]] absl::Status PollUntil(std::vector<MPI_Request>& requests, Clock::time_point deadline);
+// With `pulse`, a wait longer than 100 ms pulses its peers (ArrivalTracker::Pulse) as it goes.
+[[nodiscard]] absl::Status PollUntil(std::vector<MPI_Request>& requests, Clock::time_point deadline,
+                                     ArrivalTracker* pulse = nullptr);
 
 // Lets other processes on an oversubscribed machine run while a poll loop waits.
 class Backoff {

@@ -191,15 +191,18 @@ absl::StatusOr<bool> RingAllReduce::Test() {
 
 absl::Status RingAllReduce::Wait() {
   const Clock::time_point deadline = DeadlineAfter(core_->timeout_s());
+  const Clock::time_point pulse_from = Clock::now() + std::chrono::milliseconds(100);
   Backoff backoff;
   for (;;) {
     core_->ProgressOthers(this);
     absl::StatusOr<bool> done = Advance();
     if (!done.ok() || *done) return status_;
-    if (Clock::now() >= deadline) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
       Finish(TimedOut());
       return status_;
     }
+    if (now >= pulse_from) core_->arrivals().Pulse();  // see ArrivalTracker
     backoff.Pause();
   }
 }

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "comm_loader.h"
 #include "conformance.h"
 
@@ -169,6 +170,42 @@ TEST(MpiComm, LateRankIsNamedWithinTheTimeout) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
   }
   EXPECT_TRUE(sync->Barrier().ok());
+}
+
+// A member that starts an all-reduce and then stops (as a rank killed inside it would) is
+// named: every other member started it too, and the stopped one is the one that sends no
+// pulses. On the plugin's own ring, which cannot finish without every member's progress
+// (OpenMPI's all-reduce over shared memory may finish on the others once the stopped rank has
+// posted its part; the message is the same code's when it does not).
+TEST(MpiComm, RankThatStopsInsideAnAllReduceIsNamed) {
+  for (const std::string all_reduce : {"ring"}) {
+    std::shared_ptr<Communicator> comm, sync_comm;
+    auto world = ConnectWorld(comm, 0.5, all_reduce);
+    auto sync = ConnectWorld(sync_comm, 30.0);
+    ASSERT_NE(world, nullptr);
+    ASSERT_NE(sync, nullptr);
+    const int last = world->size() - 1;
+    // 4 MiB: more than MPI sends eagerly and several ring segments, so that nobody can finish
+    // without the stopped rank's further progress.
+    constexpr std::int64_t kCount = 1 << 20;
+    std::vector<float> data(kCount, 1.0f);
+    if (world->rank() == last) {
+      // Starts it, then does nothing with MPI for longer than the others wait; then finishes
+      // the operation the others left running.
+      auto started = world->IAllReduce(data.data(), data.data(), kCount, DataType::kFloat32, ReduceOp::kSum);
+      ASSERT_TRUE(started.ok()) << started.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      (void)(*started)->Wait();
+    } else {
+      absl::Status s = world->AllReduce(data.data(), data.data(), kCount, DataType::kFloat32, ReduceOp::kSum);
+      EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << all_reduce << ": " << s;
+      // It alone: the live members, which waited and pulsed as long, are not among the silent.
+      EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat("every member started it, then rank(s) ", last,
+                                                                   " (world rank ", last, ") fell silent")))
+          << all_reduce;
+    }
+    EXPECT_TRUE(sync->Barrier().ok());
+  }
 }
 
 TEST(MpiComm, ReceiveFromSilentPeerTimesOutAndIsWithdrawn) {
