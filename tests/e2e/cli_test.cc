@@ -397,6 +397,43 @@ preset = "gpt-1.5b"
   // A cluster section without a node names the file and the section's line.
   const std::string nodeless = Experiment("where_cluster", head + "[cluster]\nnodes = 2\n[[arm]]\nname = \"x\"\n");
   EXPECT_THAT(Cli({"validate", nodeless}).err, HasSubstr(nodeless + ":9:1: [cluster]: give 'node' (a node type) or 'groups'"));
+  // A node whose devices have no path between them: the file and the cluster's line.
+  const std::string split = Experiment("where_node", head + R"([cluster]
+nodes = 1
+[cluster.node]
+name = "split"
+device = "a100-80gb"
+devices = 2
+hubs = ["sw"]
+links = [["gpu0", "sw", "l"]]
+[cluster.node.link_types]
+l = { kind = "nvlink", bandwidth_gb_per_s = 300.0, latency_us = 0.7 }
+[[arm]]
+name = "x"
+)");
+  EXPECT_THAT(Cli({"validate", split}).err, HasSubstr(split + ":9:1: node type 'split': no path between gpu0 and gpu1"));
+  // A required key out of range is one error, not also a missing key.
+  const std::string range = Experiment("where_range", R"(partitioner = "fixture.uniform"
+device_model = "fixture.flops"
+[experiment]
+name = "where"
+backend = "plan"
+output = "{OUT}"
+[model]
+family = "gpt"
+layers = -3
+hidden = 64
+heads = 4
+seq_len = 16
+vocab = 100
+[cluster]
+preset = "hpwnv"
+[[arm]]
+name = "x"
+)");
+  CliResult ranged = Cli({"validate", range});
+  EXPECT_THAT(ranged.err, HasSubstr(range + ":9:10: [model]: 'layers': expected int in [0, 16777216] (blocks), got -3"));
+  EXPECT_THAT(ranged.err, Not(HasSubstr("missing required key")));
 }
 
 TEST_F(CliTest, ValidateReportsUnknownRootKeysAndComponentKinds) {
