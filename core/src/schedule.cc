@@ -56,6 +56,7 @@ const char* Name(int s) noexcept {
     case kPipelineRecv: return "pp-recv";
     case kHostCopy: return "host-copy";
     case kExpertComm: return "ep-comm";
+    case kParamComm: return "param-comm";
     default: return "stream";
   }
 }

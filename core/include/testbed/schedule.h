@@ -66,7 +66,8 @@ inline constexpr std::uint8_t kDataComm = 3;      // gradient all-reduce
 inline constexpr std::uint8_t kPipelineRecv = 4;
 inline constexpr std::uint8_t kHostCopy = 5;     // copies between host memory and the device
 inline constexpr std::uint8_t kExpertComm = 6;   // expert parallelism: token all-to-all, expert weights
-inline constexpr int kCount = 7;
+inline constexpr std::uint8_t kParamComm = 7;    // sharded data parallelism (ZeRO-3): weights all-gathered before use
+inline constexpr int kCount = 8;
 [[nodiscard]] const char* Name(int stream) noexcept;
 }  // namespace streams
 
