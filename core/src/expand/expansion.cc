@@ -4,13 +4,17 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "expand/param_gather.h"
 #include "testbed/memory_model.h"
 #include "testbed/status_macros.h"
 
 namespace testbed::expand {
 
+Expansion::~Expansion() = default;
+
 Expansion::Expansion(const SchedulingContext& c, const ExpandOptions& o)
-    : ctx(c), opt(o), plan(c.plan), model(c.model), sched(c.cluster.num_devices()) {
+    : ctx(c), opt(o), plan(c.plan), model(c.model), sched(c.cluster.num_devices()),
+      param_gathers(std::make_unique<ParameterGathers>()) {
   pp = plan.pp();
   chunks = plan.virtual_stages();
   iterations = std::max(1, c.iterations);
@@ -286,6 +290,7 @@ absl::StatusOr<Schedule> Expand(const SchedulingContext& ctx, const ProgramSourc
   if (options.tp_chunks < 1) return absl::InvalidArgumentError("tp_chunks must be >= 1");
   Expansion e(ctx, options);
   TESTBED_RETURN_IF_ERROR(e.PrepareOps(programs));
+  TESTBED_RETURN_IF_ERROR(CheckParameterSharding(e));
   TESTBED_RETURN_IF_ERROR(PlanBuckets(e));
   TESTBED_RETURN_IF_ERROR(ComputePass(e));
   TESTBED_RETURN_IF_ERROR(LinkTransfers(e));

@@ -8,12 +8,14 @@
 //   3. p2p linking  — every receive meets its send;
 //   4. gradient sync— per iteration, stage and shard: bucketed all-reduce (or reduce-scatter,
 //                     or a compressor's exchange), tied-embedding all-reduce, expert gradients;
-//   5. optimizer    — the step waits for its gradients; ZeRO all-gathers the new weights;
+//   5. optimizer    — the step waits for its gradients; ZeRO-1/2 all-gather the new weights
+//                     (ZeRO-3 gathers each layer before each use instead, param_gather.h);
 //                     static memory per device.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -25,6 +27,8 @@
 #include "testbed/scheduler.h"
 
 namespace testbed::expand {
+
+class ParameterGathers;  // param_gather.h
 
 // Tasks per lane: what the next task of a replica (per tensor-parallel rank) must wait for.
 using Frontier = std::vector<std::vector<TaskId>>;
@@ -49,6 +53,9 @@ struct Bucket {
 class Expansion {
  public:
   Expansion(const SchedulingContext& ctx, const ExpandOptions& options);
+  ~Expansion();
+  Expansion(const Expansion&) = delete;
+  Expansion& operator=(const Expansion&) = delete;
 
   // Every replica's op sequence over all iterations, from the programs for its count.
   [[nodiscard]] absl::Status PrepareOps(const ProgramSource& programs);
@@ -141,6 +148,8 @@ class Expansion {
   std::unordered_map<WorkKey, std::int32_t, WorkKeyHash> work_ids;
   // ZeRO: the all-gather of the weights after each (iteration, device)'s step.
   std::map<std::pair<int, DeviceId>, TaskId> parameters_gathered;
+  // ZeRO-3: each layer's weights all-gathered before each use (param_gather.h).
+  std::unique_ptr<ParameterGathers> param_gathers;
 
   // Point-to-point: a receive and its send meet under (iteration, receiving global chunk,
   // receiving replica, tp rank, micro-batch, direction); the second to arrive links the pair.

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "expand/moe_routing.h"
+#include "expand/param_gather.h"
 #include "testbed/memory_model.h"
 #include "testbed/status_macros.h"
 
@@ -62,7 +63,9 @@ std::vector<LayerRun> Runs(const Expansion& e, const Lane& lane, const RangeRequ
     r.micro_batch = MicroBatchOf(e, lane, l);
     const bool ep = e.ExpertParallel(l);
     r.kind = ep ? RunKind::kExpertParallel : RunKind::kDense;
-    if (!runs.empty() && !ep && runs.back().kind != RunKind::kExpertParallel && runs.back().tp == r.tp &&
+    // Under ZeRO-3 each layer is a task of its own: its weights are gathered just before it.
+    if (!runs.empty() && !ep && !ShardsParameters(e, lane.stage) && runs.back().kind != RunKind::kExpertParallel &&
+        runs.back().tp == r.tp &&
         runs.back().precision == r.precision && runs.back().micro_batch == r.micro_batch) {
       runs.back().end = r.end;
       continue;
@@ -137,6 +140,9 @@ class Emitter {
   TaskId Compute(const Lane& lane, int first_rank, int degree, std::int32_t work_id, const std::vector<TaskId>& deps,
                  int sub = 0, int subs = 1) {
     const ComputeWork& work = e_.sched.compute_work()[static_cast<size_t>(work_id)];
+    // Under ZeRO-3 it also waits for its layers' weights.
+    const std::vector<TaskId> gathers = e_.param_gathers->Before(e_, lane, req_.phase, first_rank, degree,
+                                                                 work.first_layer, work.end_layer);
     Task t = LaneTask(lane, TaskKind::kCompute, streams::kCompute, req_.phase);
     t.checkpoint = req_.checkpoint;
     t.first_layer = work.first_layer;
@@ -150,7 +156,10 @@ class Emitter {
     } else {
       t.device = e_.Dev(lane.replica, lane.stage, first_rank);
     }
-    const TaskId id = e_.sched.Add(t, deps);
+    std::vector<TaskId> all = deps;
+    all.insert(all.end(), gathers.begin(), gathers.end());
+    const TaskId id = e_.sched.Add(t, all);
+    e_.param_gathers->Used(e_, gathers, id);
     for (int r = first_rank; r < first_rank + degree; ++r) e_.RecordCompute(lane.iteration, e_.Dev(lane.replica, lane.stage, r), id);
     return id;
   }

@@ -4,7 +4,10 @@
 // keeps iteration order) and the next iteration's first compute waits for that. Last, each
 // device's static memory: weights, gradients and optimizer state of what it owns, stashed
 // weight versions, and the expert copies it holds.
+#include <algorithm>
+
 #include "expand/expansion.h"
+#include "expand/param_gather.h"
 #include "testbed/memory_model.h"
 
 namespace testbed::expand {
@@ -13,7 +16,7 @@ absl::Status GatherParameters(Expansion& e, int it) {
   if (e.plan.zero_stage < 1 || e.optimizer_task.empty()) return absl::OkStatus();
   for (int s = 0; s < e.pp; ++s) {
     const int dp = e.plan.dp(s);
-    if (dp < 2) continue;
+    if (dp < 2 || ShardsParameters(e, s)) continue;  // ZeRO-3 gathers each layer before use instead
     for (int t = 0; t < e.plan.tp(s); ++t) {
       std::vector<DeviceId> members;
       std::vector<TaskId> steps;
@@ -43,6 +46,7 @@ absl::Status OptimizerPass(Expansion& e) {
     const TaskId next = e.FirstCompute(key.first + 1, key.second);
     if (next >= 0) e.sched.AddDep(next, gather);
   }
+  e.param_gathers->AfterSteps(e);
   for (int s = 0; s < e.pp; ++s) {
     const Stage& st = e.StageAt(s);
     for (int r = 0; r < st.dp(); ++r) {
@@ -50,7 +54,20 @@ absl::Status OptimizerPass(Expansion& e) {
                                          e.plan.zero_stage, st.dp());
       const double copies = e.CopiedExpertParams(s, r) * 2.0 * e.elem;  // weights and their gradients
       const double stashed = static_cast<double>(e.weight_versions - 1) * m.weights;
-      for (DeviceId d : st.replicas[static_cast<size_t>(r)].devices) e.sched.SetStaticBytes(d, m.total() + copies + stashed);
+      // ZeRO-3: the whole weights of the layer in use and of the one prefetched (the two
+      // largest of the stage's, to be safe) on top of the shards.
+      double gathered = 0;
+      if (ShardsParameters(e, s)) {
+        std::vector<double> sizes;
+        for (const StageSpec& c : st.chunks) {
+          for (int l = c.first_layer; l < c.end_layer; ++l) sizes.push_back(e.ReplicatedParams(l) * e.WeightElementBytes(l));
+        }
+        std::sort(sizes.rbegin(), sizes.rend());
+        for (size_t i = 0; i < sizes.size() && i < 2; ++i) gathered += sizes[i];
+      }
+      for (DeviceId d : st.replicas[static_cast<size_t>(r)].devices) {
+        e.sched.SetStaticBytes(d, m.total() + copies + stashed + gathered);
+      }
     }
   }
   return absl::OkStatus();
