@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
 
 #include "exec/gpt_stack.h"
 #include "testbed/status_macros.h"
@@ -105,27 +106,55 @@ absl::Status GradientTasks::Compressed(CommGroup& group, const std::string& tens
 
 absl::Status GradientTasks::OptimizerStep() {
   // The gradient norm counts each element once: sharded parameters on every tensor rank,
-  // replicated ones on rank 0 only, and one data-parallel replica.
-  if (s_.dp_rank == 0) {
+  // replicated ones on rank 0 only, and one data-parallel replica (under ZeRO, each replica's
+  // part).
+  auto counted = [this](const std::string& name) { return s_.tp_rank == 0 || ParamIsSharded(name); };
+  if (s_.shards.active()) {
+    s_.metrics.grad_sq += s_.shards.GradSq(counted);
+  } else if (s_.dp_rank == 0) {
     for (train::Param<float>* p : s_.params) {
-      if (s_.tp_rank == 0 || ParamIsSharded(p->name)) s_.metrics.grad_sq += static_cast<double>(p->grad.squaredNorm());
+      if (counted(p->name)) s_.metrics.grad_sq += static_cast<double>(p->grad.squaredNorm());
     }
   }
+  // Under ZeRO the optimizer steps this rank's parts.
+  const std::vector<train::Param<float>*> stepped = s_.shards.active() ? s_.shards.Params() : s_.params;
   if (s_.in.weight_decay != 0) {
     const float wd = static_cast<float>(s_.in.weight_decay);
-    for (train::Param<float>* p : s_.params) p->grad += wd * p->value;
+    for (train::Param<float>* p : stepped) p->grad += wd * p->value;
   }
   s_.applied_delay = 0;
   bool apply = true;
   if (s_.delayed != nullptr) {
-    const std::optional<int> tau = s_.delayed->Exchange(s_.params);
+    const std::optional<int> tau = s_.delayed->Exchange(stepped);
     s_.applied_delay = tau.value_or(-1);
     apply = tau.has_value();
   }
-  if (apply) s_.optimizer->Step(s_.params);
+  if (apply) s_.optimizer->Step(stepped);
   for (train::Param<float>* p : s_.params) p->ZeroGrad();
+  if (s_.shards.active()) s_.shards.AfterStep();
   ++s_.step;
   return absl::OkStatus();
+}
+
+absl::Status GradientTasks::ReduceScatter(const Task& t) {
+  CommGroup* group = s_.Group(t.group);
+  if (group == nullptr) return absl::InternalError("not a member of the task's data-parallel group");
+  if (!s_.shards.active()) return absl::InternalError("a gradient reduce-scatter without ZeRO sharding");
+  TESTBED_ASSIGN_OR_RETURN(const double bytes, s_.shards.ReduceScatter(*group, t.first_layer, t.end_layer));
+  s_.metrics.data_parallel_bytes += bytes;
+  return absl::OkStatus();
+}
+
+absl::Status GradientTasks::GatherLayer(const Task& t) {
+  CommGroup* group = s_.Group(t.group);
+  if (group == nullptr) return absl::InternalError("not a member of the task's parameter group");
+  return s_.shards.Gather(*group, t.first_layer);
+}
+
+absl::Status GradientTasks::GatherAll(const Task& t) {
+  CommGroup* group = s_.Group(t.group);
+  if (group == nullptr) return absl::InternalError("not a member of the task's parameter group");
+  return s_.shards.GatherAll(*group);
 }
 
 }  // namespace testbed::exec

@@ -21,6 +21,11 @@ class GradientTasks {
   // The gradients of the task's layers held here, summed over the task's group.
   [[nodiscard]] absl::Status Exchange(const Task& t);
   [[nodiscard]] absl::Status OptimizerStep();
+  // ZeRO: the task's layers' gradients reduce-scattered into this rank's parts; the weights of
+  // one layer (ZeRO-3, before a use) or of all (ZeRO-1/2, after the step) gathered from them.
+  [[nodiscard]] absl::Status ReduceScatter(const Task& t);
+  [[nodiscard]] absl::Status GatherLayer(const Task& t);
+  [[nodiscard]] absl::Status GatherAll(const Task& t);
 
  private:
   absl::Status Compressed(CommGroup& group, const std::string& tensor, std::vector<float>& flat);

@@ -50,6 +50,13 @@ void RankRunner::BuildDispatch() {
   }
   on(TaskKind::kCollective, CollectiveOp::kAllReduce, streams::kDataComm,
      [this](TaskId, const Task& t) { return gradients_.Exchange(t); });
+  // ZeRO: gradients reduce-scattered into the parts, weights gathered from them.
+  on(TaskKind::kCollective, CollectiveOp::kReduceScatter, streams::kDataComm,
+     [this](TaskId, const Task& t) { return gradients_.ReduceScatter(t); });
+  on(TaskKind::kCollective, CollectiveOp::kAllGather, streams::kDataComm,
+     [this](TaskId, const Task& t) { return gradients_.GatherAll(t); });
+  on(TaskKind::kCollective, CollectiveOp::kAllGather, streams::kParamComm,
+     [this](TaskId, const Task& t) { return gradients_.GatherLayer(t); });
   on(TaskKind::kKernel, kNone, streams::kCompute, [this](TaskId id, const Task&) -> absl::Status {
     if (s_.in.schedule.kernel(id).op != KernelOp::kOptimizerStep) {
       return absl::UnimplementedError("a kernel on the compute stream that is not an optimizer step");
@@ -74,7 +81,7 @@ absl::Status RankRunner::CheckHandled() const {
         s_.in.schedule.Describe(id), ": the executor has no handler for a ", TaskKindName(t.kind),
         t.kind == TaskKind::kCollective ? absl::StrCat(" ", CollectiveOpName(t.op)) : "", " task on the ",
         streams::Name(t.stream), " stream (it runs compute, stage-to-stage transfers, tensor-parallel all-reduces, "
-                                 "data-parallel gradient all-reduces and optimizer steps)"));
+                                 "data-parallel gradient all-reduces, ZeRO's reduce-scatters and all-gathers and optimizer steps)"));
   }
   return absl::OkStatus();
 }
@@ -165,6 +172,21 @@ absl::Status RankRunner::Setup() {
       for (train::Param<float>* p : s_.model.layer(l).Params()) s_.params.push_back(p);
     }
   }
+  if (plan.zero_stage >= 1 && s_.dp > 1) {
+    // The replicas holding this rank's model shard, as the schedule's ZeRO tasks name them.
+    std::vector<DeviceId> members;
+    for (int d = 0; d < s_.dp; ++d) members.push_back(plan.DeviceOf(d, s_.stage, s_.tp_rank));
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (groups[g] == members) s_.dp_group = s_.Group(static_cast<std::int32_t>(g));
+    }
+    if (s_.dp_group == nullptr) return absl::InternalError("zero_stage > 0 but the schedule has no data-parallel group");
+    std::vector<int> held;
+    for (int c = 0; c < s_.chunks; ++c) {
+      const StageSpec& st = plan.Chunk(s_.stage, c);
+      for (int l = st.first_layer; l < st.end_layer; ++l) held.push_back(l);
+    }
+    s_.shards.Build(s_.model, held, s_.dp, s_.dp_rank);
+  }
   if (s_.in.train.optimizer == "adam") {
     train::AdamOptions o;
     o.learning_rate = s_.in.train.learning_rate;
@@ -188,6 +210,8 @@ absl::Status RankRunner::Setup() {
 }
 
 absl::Status RankRunner::Evaluate(ExecutionResult& out) {
+  // ZeRO-3 gathers weights only for a use the schedule has: the trained model, whole, first.
+  if (s_.shards.active() && s_.in.plan.zero_stage >= 3) TESTBED_RETURN_IF_ERROR(s_.shards.GatherAll(*s_.dp_group));
   if (s_.rank != 0 || s_.tp != 1 || s_.pp != 1) return absl::OkStatus();
   // The loss and accuracy of the trained model on a whole data set.
   auto evaluate = [this](const std::function<absl::StatusOr<Batch>()>& data, double& loss,

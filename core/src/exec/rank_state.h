@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "exec/executor.h"
+#include "exec/param_shards.h"
 #include "testbed/communicator.h"
 #include "testbed/train/optimizer.h"
 #include "testbed/train/sequential_model.h"
@@ -73,6 +74,10 @@ struct RankState {
   train::SequentialModel<float> model;
   std::vector<train::Param<float>*> params;
   std::unique_ptr<train::Optimizer<float>> optimizer;
+  // ZeRO (zero_stage >= 1 over two or more replicas): this rank's parts of its layers, which
+  // the optimizer steps, and the replicas holding the same model shard.
+  ParamShards shards;
+  CommGroup* dp_group = nullptr;
   // Delayed SGD's queue of past gradients (null without a delay).
   std::unique_ptr<train::DelayedGradients<float>> delayed;
   std::int64_t step = 0;
