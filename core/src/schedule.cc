@@ -272,6 +272,13 @@ absl::StatusOr<std::vector<TaskId>> Schedule::ExecutionOrder() const {
       out[static_cast<size_t>(d)].push_back(i);
       ++indeg[static_cast<size_t>(i)];
     }
+    // A receive comes after its send: ranks that run their tasks one by one in this order,
+    // blocking in a receive or a collective, then never wait on a peer that waits on them.
+    const Task& t = tasks_[static_cast<size_t>(i)];
+    if (t.kind == TaskKind::kRecv && t.match >= 0) {
+      out[static_cast<size_t>(t.match)].push_back(i);
+      ++indeg[static_cast<size_t>(i)];
+    }
   }
   for (const auto& streams : order_) {
     for (const auto& list : streams) {

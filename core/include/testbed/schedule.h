@@ -189,10 +189,11 @@ class Schedule {
   // "fwd mb3 stage2.0 layers [10,20) on device 5", "allreduce 12.0 MiB over group 4 (devices 0-7)".
   [[nodiscard]] std::string Describe(TaskId id) const;
 
-  // One order of every task that respects dependencies and stream order, taking the lowest
-  // task id whenever several are ready (so a schedule whose dependencies all point back is in
-  // id order). A rank running its own tasks in this order, each to completion, never waits
-  // on a peer that waits on it: the executor's order. FailedPrecondition on a cycle.
+  // One order of every task that respects dependencies, stream order and each receive after
+  // its send, taking the lowest task id whenever several are ready (so a schedule whose
+  // dependencies all point back is in id order). A rank running its own tasks in this order,
+  // each to completion, never waits on a peer that waits on it: the executor's order.
+  // FailedPrecondition on a cycle.
   [[nodiscard]] absl::StatusOr<std::vector<TaskId>> ExecutionOrder() const;
 
   // Checks the schedule can run: dependencies name existing tasks, every receive matches one
