@@ -281,12 +281,6 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   StepInputs step_inputs;
   TESTBED_ASSIGN_OR_RETURN(PlanningOutcome planned, RunPlanningChain(run, registry, ctx, step_inputs));
   Plan plan = std::move(planned.plan);
-  if (plan.zero_stage >= 3 && plan.pp() > 1) {
-    // Each rank runs its tasks one after another: a layer's gather, blocking, can sit on one
-    // replica before a stage-to-stage receive the other replica's gather waits behind.
-    return absl::UnimplementedError("real execution runs ZeRO-3 without pipeline stages (pp = 1; zero_stage 1 and 2 "
-                                    "run with any pp)");
-  }
   if (plan.zero_stage > 0 && run.Component(ComponentKind::kCompressor) != nullptr) {
     return absl::UnimplementedError("real execution with a compressor runs without ZeRO sharding (zero_stage = 0)");
   }
