@@ -12,26 +12,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "testbed/train/rng.h"
+#include "text_file.h"
 
 namespace testbed::train {
 namespace {
 
 constexpr int kPixels = 64;
 constexpr double kMaxPixel = 16.0;
-
-// Reads a text file, gzip-compressed or not (zlib reads plain files transparently).
-absl::StatusOr<std::string> ReadMaybeGzip(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::string text;
-  char buf[1 << 16];
-  int n = 0;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
-  const bool failed = n < 0;
-  gzclose(f);
-  if (failed) return absl::DataLossError(absl::StrCat(path, ": corrupt or truncated gzip data"));
-  return text;
-}
 
 constexpr std::uint32_t kIdxImagesMagic = 0x00000803;  // unsigned bytes, 3 dimensions
 constexpr std::uint32_t kIdxLabelsMagic = 0x00000801;  // unsigned bytes, 1 dimension
