@@ -19,6 +19,7 @@
 #include "testbed/train/pool2d.h"
 #include "testbed/train/relu.h"
 #include "testbed/train/row_parallel_linear.h"
+#include "testbed/train/gcn_layer.h"
 #include "testbed/train/sage_layer.h"
 #include "testbed/train/sequential_model.h"
 #include "testbed/train/transformer_block.h"
@@ -495,6 +496,35 @@ TEST(LayerGradients, SageMeanAggregation) {
   CheckGradients([&](const Matrix<double>& x, LayerCache<double>& c) { return layer.Forward(x, graph, c); },
                  [&](const Matrix<double>& dy, const LayerCache<double>& c) { return layer.Backward(dy, c); },
                  layer.Params(), RandomMatrix(6, 3, 14), true);
+}
+
+TEST(LayerGradients, GcnRenormalisedAggregation) {
+  Rng rng(9);
+  GcnLayer<double> layer("gcn", 3, 4, rng);
+  Randomize(layer.Params(), 81);
+  // 3 targets among 6 rows, as for SAGE; each row's degree in the whole graph.
+  Csr graph;
+  graph.offsets = {0, 3, 5, 5};
+  graph.neighbors = {1, 3, 4, 0, 5};
+  const std::vector<std::int64_t> degrees = {3, 2, 0, 4, 1, 6};
+  CheckGradients(
+      [&](const Matrix<double>& x, LayerCache<double>& c) { return layer.Forward(x, graph, degrees, c); },
+      [&](const Matrix<double>& dy, const LayerCache<double>& c) { return layer.Backward(dy, c); }, layer.Params(),
+      RandomMatrix(6, 3, 15), true);
+  // The value against the formula: target 0 reads itself and rows 1, 3, 4.
+  LayerCache<double> cache;
+  const Matrix<double> x = RandomMatrix(6, 3, 16);
+  auto y = layer.Forward(x, graph, degrees, cache);
+  ASSERT_TRUE(y.ok());
+  const std::vector<Param<double>*> w = layer.Params();
+  Matrix<double> expect = x.row(0) / 4.0 + x.row(1) / std::sqrt(4.0 * 3.0) + x.row(3) / std::sqrt(4.0 * 5.0) +
+                          x.row(4) / std::sqrt(4.0 * 2.0);
+  expect = expect * w[0]->value + w[1]->value;
+  for (Eigen::Index c = 0; c < 4; ++c) EXPECT_NEAR((*y)(0, c), expect(0, c), 1e-12);
+  // Target 2 has no neighbours: its own row alone, weighted 1 / (0 + 1).
+  const Matrix<double> alone = x.row(2) * w[0]->value + w[1]->value;
+  for (Eigen::Index c = 0; c < 4; ++c) EXPECT_NEAR((*y)(2, c), alone(0, c), 1e-12);
+  EXPECT_FALSE(layer.Forward(x, graph, std::vector<std::int64_t>{1, 2}, cache).ok());  // degrees per row
 }
 
 TEST(LayerGradients, SageRejectsNeighbourOutsideTheBatch) {
