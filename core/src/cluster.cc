@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "memory_budget.h"
 #include "node_topology.h"
 
@@ -27,6 +28,35 @@ const char* LinkKindName(LinkKind kind) noexcept {
     case LinkKind::kOther: return "other";
   }
   return "?";
+}
+
+std::string LinkKindsName(LinkKinds kinds) {
+  if (kinds == 0 || (kinds & kAllLinkKinds) == kAllLinkKinds) return "any";
+  std::vector<std::string> names;
+  for (int k = 0; k <= static_cast<int>(LinkKind::kOther); ++k) {
+    if ((kinds & LinkKindBit(static_cast<LinkKind>(k))) != 0) names.emplace_back(LinkKindName(static_cast<LinkKind>(k)));
+  }
+  return absl::StrJoin(names, "+");
+}
+
+absl::StatusOr<LinkKinds> LinkKindsFromName(const std::string& name) {
+  if (name == "any") return LinkKinds{0};
+  LinkKinds kinds = 0;
+  for (absl::string_view part : absl::StrSplit(name, absl::ByAnyChar("+,"))) {
+    bool found = false;
+    for (int k = 0; k <= static_cast<int>(LinkKind::kOther); ++k) {
+      if (part == LinkKindName(static_cast<LinkKind>(k))) {
+        kinds |= LinkKindBit(static_cast<LinkKind>(k));
+        found = true;
+      }
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown link kind '", part,
+                                                     "' (expected nvlink, pcie, cpu, infiniband, ethernet, other or any, "
+                                                     "joined by '+')"));
+    }
+  }
+  return kinds;
 }
 
 using internal::NodeTopology;
@@ -72,14 +102,31 @@ struct Cluster::Impl {
   }
 };
 
-Cluster::Cluster() : impl_(std::make_unique<Impl>()) {}
+Cluster::Cluster() : impl_(std::make_shared<Impl>()) {}
 Cluster::~Cluster() = default;
 Cluster::Cluster(Cluster&&) noexcept = default;
 Cluster& Cluster::operator=(Cluster&&) noexcept = default;
-Cluster::Cluster(const Cluster& other) : impl_(std::make_unique<Impl>(*other.impl_)) {}
-Cluster& Cluster::operator=(const Cluster& other) {
-  if (this != &other) impl_ = std::make_unique<Impl>(*other.impl_);
-  return *this;
+Cluster::Cluster(const Cluster& other) = default;
+Cluster& Cluster::operator=(const Cluster& other) = default;
+
+Cluster Cluster::Over(LinkKinds kinds) const {
+  Cluster view(*this);
+  view.route_kinds_ = (kinds & kAllLinkKinds) == kAllLinkKinds ? LinkKinds{0} : kinds;
+  return view;
+}
+
+absl::Status Cluster::CheckRoutes(const std::vector<DeviceId>& group) const {
+  if (route_kinds_ == 0) return absl::OkStatus();
+  for (DeviceId a : group) {
+    for (DeviceId b : group) {
+      if (a != b && Route(a, b).empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("no route from device ", a, " to device ", b, " in cluster '",
+                                                       impl_->name, "' crosses only ", LinkKindsName(route_kinds_),
+                                                       " links"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 double Cluster::EstimateBytes(const std::vector<NodeGroup>& groups, const ClusterOptions& options) {
@@ -259,21 +306,34 @@ std::vector<LinkId> Cluster::Route(DeviceId a, DeviceId b) const {
   const Device& db = device(b);
   const NodeTopology& ta = im.Topo(da.node);
   const LinkId offa = im.first_link_of_node[static_cast<size_t>(da.node)];
+  const LinkKinds kinds = route_kinds_;
+  // Appends the local route (on a view: over its kinds only); false when there is none.
+  auto local = [&](const NodeTopology& t, LinkId off, int from, int to) {
+    if (from == to) return true;
+    const std::vector<int> path = kinds == 0 ? t.Route(from, to) : t.RouteOver(from, to, kinds);
+    for (int l : path) out.push_back(off + l);
+    return !path.empty();
+  };
   if (da.node == db.node) {
-    for (int l : ta.Route(da.local_index, db.local_index)) out.push_back(offa + l);
+    if (!local(ta, offa, da.local_index, db.local_index)) out.clear();
     return out;
   }
   const NodeTopology& tb = im.Topo(db.node);
   const LinkId offb = im.first_link_of_node[static_cast<size_t>(db.node)];
   const int nic_a = ta.nic_of_device(da.local_index);
   const int nic_b = tb.nic_of_device(db.local_index);
-  for (int l : ta.Route(da.local_index, nic_a)) out.push_back(offa + l);
+  if (!local(ta, offa, da.local_index, nic_a)) return {};
   out.push_back(im.NicUp(da.node, nic_a));
   if (!im.network.tiers.empty()) {
     im.Fabric(da.node, nic_a - ta.first_nic_endpoint(), db.node, nic_b - tb.first_nic_endpoint(), out);
   }
   out.push_back(im.NicUp(db.node, nic_b) + 1);
-  for (int l : tb.Route(nic_b, db.local_index)) out.push_back(offb + l);
+  if (!local(tb, offb, nic_b, db.local_index)) return {};
+  if (kinds != 0) {
+    for (LinkId l : out) {
+      if ((LinkKindBit(im.links[static_cast<size_t>(l)].spec.kind) & kinds) == 0) return {};
+    }
+  }
   return out;
 }
 

@@ -19,7 +19,7 @@ double EdgeWeight(const LinkSpec& s) {
 
 }  // namespace
 
-std::vector<int> NodeTopology::Tree(int src, std::vector<double>* dist) const {
+std::vector<int> NodeTopology::Tree(int src, std::vector<double>* dist, LinkKinds kinds) const {
   const size_t n = endpoints_.size();
   std::vector<double> d(n, std::numeric_limits<double>::infinity());
   std::vector<int> via(n, -1);
@@ -32,6 +32,7 @@ std::vector<int> NodeTopology::Tree(int src, std::vector<double>* dist) const {
     pq.pop();
     if (du > d[static_cast<size_t>(u)]) continue;
     for (int l : out_links_[static_cast<size_t>(u)]) {
+      if ((LinkKindBit(link_spec_[static_cast<size_t>(l)].kind) & kinds) == 0) continue;
       const int v = link_to_[static_cast<size_t>(l)];
       const double nd = du + EdgeWeight(link_spec_[static_cast<size_t>(l)]);
       if (nd < d[static_cast<size_t>(v)]) {
@@ -57,6 +58,18 @@ const std::vector<int>& NodeTopology::CachedTree(int src) const {
   const std::vector<int>& out = *tree;
   cache_->Put(src, std::move(tree));
   return out;
+}
+
+std::vector<int> NodeTopology::RouteOver(int from, int to, LinkKinds kinds) const {
+  if (from == to) return {};
+  const std::vector<int> via = Tree(from, nullptr, kinds);
+  std::vector<int> path;
+  for (int v = to; v != from; v = link_from_[static_cast<size_t>(via[static_cast<size_t>(v)])]) {
+    if (via[static_cast<size_t>(v)] < 0) return {};
+    path.push_back(via[static_cast<size_t>(v)]);
+  }
+  std::reverse(path.begin(), path.end());
+  return path;
 }
 
 std::vector<int> NodeTopology::Route(int from, int to) const {

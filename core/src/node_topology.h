@@ -36,10 +36,14 @@ class NodeTopology {
 
   // The directional local links from endpoint `from` to `to`, in order (empty when equal).
   [[nodiscard]] std::vector<int> Route(int from, int to) const;
+  // The shortest route that crosses only links of `kinds` (empty when there is none, or when
+  // from == to). Found afresh on each call (views pinned to a link class are planned once per
+  // collective and cached by their users).
+  [[nodiscard]] std::vector<int> RouteOver(int from, int to, LinkKinds kinds) const;
 
  private:
   // Shortest-path tree from `src`: the link arriving at each endpoint (-1: src or unreachable).
-  [[nodiscard]] std::vector<int> Tree(int src, std::vector<double>* dist) const;
+  [[nodiscard]] std::vector<int> Tree(int src, std::vector<double>* dist, LinkKinds kinds = kAllLinkKinds) const;
   [[nodiscard]] const std::vector<int>& CachedTree(int src) const;
 
   std::vector<std::string> endpoints_;

@@ -242,7 +242,8 @@ std::string Schedule::Describe(TaskId id) const {
                              in ? "from host to" : "to host from", t.device, where);
     }
     case TaskKind::kSend:
-      return absl::StrFormat("task %d: send %s %s from device %d to %d", id, what, where, t.device, t.peer);
+      return absl::StrFormat("task %d: send %s %s from device %d to %d%s", id, what, where, t.device, t.peer,
+                             t.links != 0 ? absl::StrCat(" on ", LinkKindsName(t.links), " links") : "");
     case TaskKind::kRecv:
       return absl::StrFormat("task %d: recv %s %s on device %d from %d", id, what, where, t.device, t.peer);
     case TaskKind::kCollective: {
@@ -256,8 +257,9 @@ std::string Schedule::Describe(TaskId id) const {
         bytes = 0;  // in all
         for (std::int64_t b : alltoallv_[static_cast<size_t>(t.work)].bytes) bytes += static_cast<double>(b);
       }
-      return absl::StrFormat("task %d: %s %.3g MiB over devices {%s} (%s layers [%d,%d))", id, CollectiveOpName(t.op),
-                             bytes / 1048576.0, members, where, t.first_layer, t.end_layer);
+      return absl::StrFormat("task %d: %s %.3g MiB over devices {%s}%s (%s layers [%d,%d))", id, CollectiveOpName(t.op),
+                             bytes / 1048576.0, members, t.links != 0 ? absl::StrCat(" on ", LinkKindsName(t.links), " links") : "",
+                             where, t.first_layer, t.end_layer);
     }
   }
   return absl::StrCat("task ", id);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "testbed/device_spec.h"
 
@@ -19,6 +20,19 @@ using LinkId = std::int32_t;
 
 enum class LinkKind { kNvlink, kPcie, kCpuInterconnect, kInfiniband, kEthernet, kOther };
 [[nodiscard]] const char* LinkKindName(LinkKind kind) noexcept;
+
+// A set of link kinds, one bit per LinkKind (bit k for the kind of value k). 0 stands for
+// every kind where a set restricts routes ("route as usual").
+using LinkKinds = std::uint8_t;
+[[nodiscard]] constexpr LinkKinds LinkKindBit(LinkKind kind) noexcept {
+  return static_cast<LinkKinds>(1u << static_cast<unsigned>(kind));
+}
+inline constexpr LinkKinds kAllLinkKinds = 0x3f;
+// "nvlink", "pcie+cpu", "any" (for 0 or every kind).
+[[nodiscard]] std::string LinkKindsName(LinkKinds kinds);
+// Parses names joined by '+' or ',' ("pcie+cpu"); "any" gives 0. InvalidArgument naming the
+// unknown kind and the known ones.
+[[nodiscard]] absl::StatusOr<LinkKinds> LinkKindsFromName(const std::string& name);
 
 struct LinkSpec {
   std::string type;  // name of the link type in the node description, e.g. "pcie3_x16"
@@ -128,7 +142,20 @@ class Cluster {
   [[nodiscard]] const std::vector<Link>& links() const noexcept;
   [[nodiscard]] bool SameNode(DeviceId a, DeviceId b) const { return device(a).node == device(b).node; }
 
-  // The directional links a transfer from a to b crosses, in order (empty when a == b).
+  // The same cluster, whose routes cross only links of `kinds` (0: every kind; the view then
+  // routes as the cluster does). Link ids are the cluster's, so transfers planned on a view
+  // share links with those planned on the cluster. Cheap: views share the topology.
+  // A transfer pinned to one link class (an all-gather over NVLink while another runs over
+  // PCIe, HSDP) is planned on such a view.
+  [[nodiscard]] Cluster Over(LinkKinds kinds) const;
+  // The kinds routes may cross (0: every kind).
+  [[nodiscard]] LinkKinds route_kinds() const noexcept { return route_kinds_; }
+  // OK when every ordered pair of `group` has a route over route_kinds(); otherwise
+  // InvalidArgument naming the first pair without one and the kinds allowed.
+  [[nodiscard]] absl::Status CheckRoutes(const std::vector<DeviceId>& group) const;
+
+  // The directional links a transfer from a to b crosses, in order (empty when a == b, and
+  // on a view when no route crosses only its kinds: see CheckRoutes).
   [[nodiscard]] std::vector<LinkId> Route(DeviceId a, DeviceId b) const;
   // Host memory of a node (NodeType::hosts, in order): copies between a host and a device
   // cross the node's links between the socket and the device (PCIe switches, the root
@@ -148,7 +175,9 @@ class Cluster {
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  // Immutable once built, so copies and views share it.
+  std::shared_ptr<Impl> impl_;
+  LinkKinds route_kinds_ = 0;
 };
 
 }  // namespace testbed

@@ -104,20 +104,26 @@ absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& clu
   const bool copy = task.kind == TaskKind::kCopy;
   const bool v = task.kind == TaskKind::kCollective && task.op == CollectiveOp::kAllToAllV;
   const auto key = std::tuple(p2p ? -1 : copy ? -2 : static_cast<int>(task.op), p2p || copy ? -1 : task.group, task.bytes,
-                              p2p || copy ? task.device : -1, p2p ? task.peer : -1, v || copy ? task.work : -1);
+                              p2p || copy ? task.device : -1, p2p ? task.peer : -1, v || copy ? task.work : -1,
+                              copy ? 0 : static_cast<int>(task.links));
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     absl::StatusOr<CommPlan> plan;
     const auto& group = task.group >= 0 ? s.groups()[static_cast<size_t>(task.group)] : std::vector<DeviceId>{};
-    if (p2p) {
-      plan = collective.PlanTransfer(task.device, task.peer, task.bytes, cluster);
+    // A task pinned to some link kinds is planned on the view of the cluster over them.
+    const Cluster& over = task.links == 0 || copy ? cluster : View(cluster, task.links);
+    absl::Status routes = over.CheckRoutes(p2p ? std::vector<DeviceId>{task.device, task.peer} : group);
+    if (!routes.ok()) {
+      plan = routes;
+    } else if (p2p) {
+      plan = collective.PlanTransfer(task.device, task.peer, task.bytes, over);
     } else if (copy) {
       const CopyWork& c = s.copy_work()[static_cast<size_t>(task.work)];
       plan = HostCopyPlan(task.device, c.host, c.to_device, task.bytes, cluster);
     } else if (v) {
-      plan = collective.PlanAllToAllV(group, s.alltoallv_work()[static_cast<size_t>(task.work)].bytes, cluster);
+      plan = collective.PlanAllToAllV(group, s.alltoallv_work()[static_cast<size_t>(task.work)].bytes, over);
     } else {
-      plan = collective.PlanCollective(task.op, group, task.bytes, cluster);
+      plan = collective.PlanCollective(task.op, group, task.bytes, over);
     }
     if (!plan.ok()) {
       return absl::Status(plan.status().code(), absl::StrCat(copy ? "copy" : "collective model", " on ", s.Describe(t), ": ",
@@ -127,6 +133,12 @@ absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& clu
   }
   comm[static_cast<size_t>(t)] = it->second.get();
   return absl::OkStatus();
+}
+
+const Cluster& TaskCosts::View(const Cluster& cluster, LinkKinds kinds) {
+  auto it = views_.find(kinds);
+  if (it == views_.end()) it = views_.emplace(kinds, cluster.Over(kinds)).first;
+  return it->second;
 }
 
 }  // namespace testbed::sim

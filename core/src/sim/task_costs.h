@@ -38,7 +38,11 @@ struct TaskCosts {
   // Seconds per (work, device type, phase) and (work, device type); NaN until computed.
   std::vector<double> compute_cache_, kernel_cache_;
   size_t specs_ = 1;
-  std::map<std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId, std::int32_t>, std::unique_ptr<CommPlan>> plans_;
+  // The cluster over some link kinds, for tasks pinned to them (one view per set of kinds).
+  const Cluster& View(const Cluster& cluster, LinkKinds kinds);
+
+  std::map<std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId, std::int32_t, int>, std::unique_ptr<CommPlan>> plans_;
+  std::map<LinkKinds, Cluster> views_;
 };
 
 }  // namespace testbed::sim

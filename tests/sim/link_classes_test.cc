@@ -1,0 +1,180 @@
+// Transfers pinned to one link class (Task::links, Cluster::Over): routes that cross only the
+// allowed kinds, a clear error where there is none, and the closed form of concurrent
+// transfers on two link classes: an all-gather on NVLink and one on PCIe between the same two
+// devices share no link, so each ends at its own isolated time; two on PCIe share its links
+// and take twice as long.
+#include <gtest/gtest.h>
+
+#include "ring.h"
+#include "sim/simulator.h"
+#include "sim_fixtures.h"
+
+namespace testbed::testing {
+namespace {
+
+constexpr double kNvBw = 50e9, kNvLat = 1e-6, kPcieBw = 10e9, kPcieLat = 2e-6;
+
+// `pairs` pairs of devices: each pair joined by an NVLink bridge, every device on PCIe to the
+// one CPU (the HPNV node of the group's papers, with one socket).
+Cluster BridgedPairs(int pairs, int nodes = 1) {
+  NodeType type;
+  type.name = "pairs";
+  type.devices = 2 * pairs;
+  type.device.name = "gpu";
+  type.device.peak_flops[Precision::kFp32] = 1e12;
+  type.device.memory_bytes = 1 << 30;
+  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  type.hubs = {"cpu0"};
+  const LinkSpec pcie{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat};
+  const LinkSpec nvlink{"bridge", LinkKind::kNvlink, kNvBw, kNvLat};
+  for (int i = 0; i < type.devices; ++i) type.links.push_back({"gpu" + std::to_string(i), "cpu0", pcie});
+  for (int p = 0; p < pairs; ++p) {
+    type.links.push_back({"gpu" + std::to_string(2 * p), "gpu" + std::to_string(2 * p + 1), nvlink});
+  }
+  if (nodes > 1) {
+    type.nics = {"nic0"};
+    type.links.push_back({"nic0", "cpu0", pcie});
+    type.nic_link = LinkSpec{"ib", LinkKind::kInfiniband, 5e9, 1e-6};
+  }
+  return *Cluster::Build("pairs", {NodeGroup{type, nodes}});
+}
+
+std::vector<LinkKind> KindsOf(const Cluster& c, const std::vector<LinkId>& route) {
+  std::vector<LinkKind> kinds;
+  for (LinkId l : route) kinds.push_back(c.links()[static_cast<size_t>(l)].spec.kind);
+  return kinds;
+}
+
+TEST(LinkClasses, ViewsRouteOverTheirKindsOnly) {
+  const Cluster c = BridgedPairs(2);
+  EXPECT_EQ(KindsOf(c, c.Route(0, 1)), std::vector<LinkKind>{LinkKind::kNvlink});  // the fastest
+  const Cluster pcie = c.Over(LinkKindBit(LinkKind::kPcie));
+  EXPECT_EQ(KindsOf(pcie, pcie.Route(0, 1)), (std::vector<LinkKind>{LinkKind::kPcie, LinkKind::kPcie}));
+  // The same path as the cluster's route to a device of the other pair, whose only way is PCIe.
+  EXPECT_EQ(pcie.Route(0, 1).front(), c.Route(0, 2).front());
+  EXPECT_NEAR(pcie.PathBandwidth(0, 1), kPcieBw, 1);
+  EXPECT_NEAR(pcie.PathLatency(0, 1), 2 * kPcieLat, 1e-15);
+  const Cluster nv = c.Over(LinkKindBit(LinkKind::kNvlink));
+  EXPECT_EQ(nv.Route(0, 1), c.Route(0, 1));
+  EXPECT_TRUE(nv.Route(0, 2).empty());  // no NVLink between the pairs
+  EXPECT_TRUE(nv.CheckRoutes({0, 1}).ok());
+  const absl::Status across = nv.CheckRoutes({0, 1, 2});
+  EXPECT_EQ(across.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(across.message().find("no route from device 0 to device 2"), std::string::npos) << across;
+  EXPECT_NE(across.message().find("nvlink"), std::string::npos) << across;
+  // Every kind, or none named: the cluster's own routes.
+  EXPECT_EQ(c.Over(kAllLinkKinds).route_kinds(), 0);
+  EXPECT_EQ(c.Over(kAllLinkKinds).Route(0, 1), c.Route(0, 1));
+}
+
+TEST(LinkClasses, BetweenNodesTheNetworkKindMustBeAllowed) {
+  const Cluster c = BridgedPairs(1, 2);
+  EXPECT_TRUE(c.Over(LinkKindBit(LinkKind::kPcie)).Route(0, 2).empty());
+  const Cluster net = c.Over(LinkKindBit(LinkKind::kPcie) | LinkKindBit(LinkKind::kInfiniband));
+  EXPECT_EQ(net.Route(0, 2), c.Route(0, 2));
+  // From gpu1 the cluster's best route to the NIC is over PCIe already; a view over
+  // NVLink and InfiniBand alone has none.
+  EXPECT_TRUE(c.Over(LinkKindBit(LinkKind::kNvlink) | LinkKindBit(LinkKind::kInfiniband)).Route(1, 2).empty());
+}
+
+TEST(LinkClasses, NamesParseAndPrint) {
+  EXPECT_EQ(LinkKindsName(LinkKindBit(LinkKind::kPcie) | LinkKindBit(LinkKind::kCpuInterconnect)), "pcie+cpu");
+  EXPECT_EQ(LinkKindsName(0), "any");
+  EXPECT_EQ(*LinkKindsFromName("nvlink"), LinkKindBit(LinkKind::kNvlink));
+  EXPECT_EQ(*LinkKindsFromName("pcie,infiniband"), LinkKindBit(LinkKind::kPcie) | LinkKindBit(LinkKind::kInfiniband));
+  EXPECT_EQ(*LinkKindsFromName("any"), 0);
+  const auto bad = LinkKindsFromName("nvlink+pci");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown link kind 'pci'"), std::string::npos) << bad.status();
+}
+
+struct Gather {
+  LinkKinds links;
+  std::uint8_t stream;
+  double bytes;
+};
+
+SimResult RunGathers(const Cluster& cluster, const std::vector<DeviceId>& group, const std::vector<Gather>& gathers) {
+  Schedule s(cluster.num_devices());
+  for (const Gather& g : gathers) {
+    Task t;
+    t.kind = TaskKind::kCollective;
+    t.op = CollectiveOp::kAllGather;
+    t.stream = g.stream;
+    t.links = g.links;
+    t.group = s.Group(group);
+    t.bytes = static_cast<std::int64_t>(g.bytes);
+    s.Add(t);
+  }
+  const ModelGraph model = Gpt(1);
+  ConstantDeviceModel dm(0);
+  collectives::Ring ring(collectives::CommTuning{});
+  auto r = Simulate(s, SimInputs{model, cluster, dm, ring}, SimOptions{});
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : SimResult{};
+}
+
+constexpr LinkKinds kNv = LinkKindBit(LinkKind::kNvlink), kPcie = LinkKindBit(LinkKind::kPcie);
+
+TEST(LinkClasses, ConcurrentGathersOnTwoLinkClassesEndAtTheirIsolatedTimes) {
+  const Cluster c = BridgedPairs(1);
+  const double S = 64e6;
+  // Ring all-gather over two devices: one step of S/2 at the path's bandwidth after its latency.
+  const double nv = S / 2 / kNvBw + kNvLat, pcie = S / 2 / kPcieBw + 2 * kPcieLat;
+  const SimResult both = RunGathers(c, {0, 1}, {{kNv, streams::kParamComm, S}, {kPcie, streams::kDataComm, S}});
+  ASSERT_EQ(both.task_end_s.size(), 2u);
+  EXPECT_NEAR(both.task_end_s[0], nv, nv * 1e-9);
+  EXPECT_NEAR(both.task_end_s[1], pcie, pcie * 1e-9);
+  EXPECT_NEAR(both.iteration_time_s, std::max(nv, pcie), pcie * 1e-9);
+  // Each link class was busy for its own transfer's time (a link is held from its phase's
+  // start, latency included), at the same time.
+  double nv_busy = 0, pcie_busy = 0;
+  for (size_t l = 0; l < both.links.size(); ++l) {
+    const LinkKind kind = c.links()[l].spec.kind;
+    if (both.links[l].bytes == 0) continue;
+    (kind == LinkKind::kNvlink ? nv_busy : pcie_busy) = both.links[l].busy_s;
+  }
+  EXPECT_NEAR(nv_busy, nv, 1e-12);
+  EXPECT_NEAR(pcie_busy, pcie, 1e-12);
+  // The same two on PCIe share its links: each moves at half its rate.
+  const SimResult shared = RunGathers(c, {0, 1}, {{kPcie, streams::kParamComm, S}, {kPcie, streams::kDataComm, S}});
+  EXPECT_NEAR(shared.iteration_time_s, 2 * (S / 2) / kPcieBw + 2 * kPcieLat, 1e-12);
+  // Unpinned, both take the bridge and share it.
+  const SimResult best = RunGathers(c, {0, 1}, {{0, streams::kParamComm, S}, {0, streams::kDataComm, S}});
+  EXPECT_NEAR(best.iteration_time_s, 2 * (S / 2) / kNvBw + kNvLat, 1e-12);
+}
+
+TEST(LinkClasses, SplittingByBandwidthUsesBothClassesAtOnce) {
+  // HSDP's point on one pair: bytes split in proportion to the two classes' bandwidths end
+  // together, at S/2 over their summed bandwidth (plus the slower latency), sooner than the
+  // whole buffer on the faster link.
+  const Cluster c = BridgedPairs(1);
+  const double S = 120e6;
+  const double on_nv = S * kNvBw / (kNvBw + kPcieBw);
+  const SimResult split = RunGathers(c, {0, 1}, {{kNv, streams::kParamComm, on_nv}, {kPcie, streams::kDataComm, S - on_nv}});
+  const double expected = S / 2 / (kNvBw + kPcieBw) + 2 * kPcieLat;
+  EXPECT_NEAR(split.iteration_time_s, expected, 1e-9);
+  EXPECT_LT(split.iteration_time_s, S / 2 / kNvBw + kNvLat);
+}
+
+TEST(LinkClasses, APinnedCollectiveWithoutARouteIsAnErrorNamingTheTask) {
+  const Cluster c = BridgedPairs(2);
+  Schedule s(4);
+  Task t;
+  t.kind = TaskKind::kCollective;
+  t.op = CollectiveOp::kAllGather;
+  t.links = kNv;
+  t.group = s.Group({0, 1, 2, 3});
+  t.bytes = 1 << 20;
+  s.Add(t);
+  const ModelGraph model = Gpt(1);
+  ConstantDeviceModel dm(0);
+  collectives::Ring ring(collectives::CommTuning{});
+  auto r = Simulate(s, SimInputs{model, c, dm, ring}, SimOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("on nvlink links"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("no route from device"), std::string::npos) << r.status();
+}
+
+}  // namespace
+}  // namespace testbed::testing
