@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libboost-dev libboost-filesystem-dev libabsl-dev libtomlplusplus-dev libhdf5-dev
   libopenmpi-dev openmpi-bin libcli11-dev libspdlog-dev libfmt-dev libeigen3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev coinor-libcbc-dev
   python3 python3-h5py python3-numpy
   dataset-fashion-mnist
 )

@@ -1,0 +1,165 @@
+// HSDP's planner: what a byte costs on each link class (against the ring's closed form), the
+// cost model on cases worked by hand, and CBC's optimum against enumerating every strategy.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "link_class_costs.h"
+#include "ring.h"
+#include "strategy_cost.h"
+#include "strategy_search.h"
+
+namespace testbed::hsdp {
+namespace {
+
+constexpr double kNvBw = 50e9, kNvLat = 1e-6, kPcieBw = 10e9, kPcieLat = 2e-6;
+constexpr LinkKinds kNv = LinkKindBit(LinkKind::kNvlink), kPcie = LinkKindBit(LinkKind::kPcie);
+
+// `pairs` NVLink-bridged pairs, every device on PCIe to one CPU (as in sim's link-class test).
+Cluster BridgedPairs(int pairs) {
+  NodeType type;
+  type.name = "pairs";
+  type.devices = 2 * pairs;
+  type.device.name = "gpu";
+  type.device.peak_flops[Precision::kFp32] = 1e12;
+  type.device.memory_bytes = 1 << 30;
+  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  type.hubs = {"cpu0"};
+  for (int i = 0; i < type.devices; ++i) {
+    type.links.push_back({"gpu" + std::to_string(i), "cpu0", LinkSpec{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat}});
+  }
+  for (int p = 0; p < pairs; ++p) {
+    type.links.push_back({"gpu" + std::to_string(2 * p), "gpu" + std::to_string(2 * p + 1),
+                          LinkSpec{"bridge", LinkKind::kNvlink, kNvBw, kNvLat}});
+  }
+  return *Cluster::Build("pairs", {NodeGroup{type, 1}});
+}
+
+std::vector<ClassCost> PairClasses() {
+  const Cluster c = BridgedPairs(1);
+  collectives::Ring ring(collectives::CommTuning{});
+  auto costs = LinkClassCosts({0, 1}, {kNv, kPcie}, c, ring);
+  EXPECT_TRUE(costs.ok()) << costs.status();
+  return *costs;
+}
+
+TEST(HsdpLinkClassCosts, ARingOverTwoDevicesMovesHalfTheBufferOverEachLink) {
+  const std::vector<ClassCost> costs = PairClasses();
+  ASSERT_EQ(costs.size(), 2u);
+  EXPECT_EQ(costs[0].name, "nvlink");
+  EXPECT_EQ(costs[1].name, "pcie");
+  // NVLink: the bridge each way, S/2 over 50 GB/s, one hop of latency.
+  ASSERT_EQ(costs[0].gather.s_per_byte.size(), 2u);
+  for (const auto& [link, spb] : costs[0].gather.s_per_byte) EXPECT_NEAR(spb, 0.5 / kNvBw, 1e-24);
+  EXPECT_NEAR(costs[0].gather.latency_s, kNvLat, 1e-15);
+  // PCIe: gpu -> cpu -> gpu each way (four links), two hops of latency.
+  ASSERT_EQ(costs[1].scatter.s_per_byte.size(), 4u);
+  for (const auto& [link, spb] : costs[1].scatter.s_per_byte) EXPECT_NEAR(spb, 0.5 / kPcieBw, 1e-24);
+  EXPECT_NEAR(costs[1].scatter.latency_s, 2 * kPcieLat, 1e-15);
+}
+
+TEST(HsdpLinkClassCosts, AClassWithoutARouteAndATwiceNamedClassAreRefused) {
+  const Cluster c = BridgedPairs(2);
+  collectives::Ring ring(collectives::CommTuning{});
+  auto none = LinkClassCosts({0, 1, 2, 3}, {kNv, kPcie}, c, ring);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("link class 'nvlink': no route from device"), std::string::npos) << none.status();
+  auto twice = LinkClassCosts({0, 1}, {kPcie, kPcie}, c, ring);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("named twice"), std::string::npos) << twice.status();
+}
+
+TEST(HsdpStrategyCost, OneLayerWithoutComputeIsThreeCollectives) {
+  // Gather for the forward, gather for the backward (prefetched during the forward, which
+  // takes no time), scatter after the backward: three ring steps of P/2 on the class.
+  Problem p{{{64e6, 0, 0}}, PairClasses(), 6};
+  const double nv = 64e6 / 2 / kNvBw + kNvLat;
+  EXPECT_NEAR(StrategyCost(p, SingleClass(p, 0)), 3 * nv, 1e-12);
+  // Split 5/6 on NVLink, 1/6 on PCIe: each collective takes its slower class.
+  Strategy split{{{5, 1}}};
+  const double slower = std::max(5.0 / 6 * 64e6 / 2 / kNvBw + kNvLat, 1.0 / 6 * 64e6 / 2 / kPcieBw + 2 * kPcieLat);
+  EXPECT_NEAR(StrategyCost(p, split), 3 * slower, 1e-12);
+  EXPECT_LT(StrategyCost(p, split), StrategyCost(p, SingleClass(p, 0)));
+}
+
+TEST(HsdpStrategyCost, ComputeHidesThePrefetchedGathers) {
+  // Two layers whose compute outlasts every collective: only the first gather and the last
+  // scatter show.
+  Problem p{{{1e6, 1.0, 2.0}, {1e6, 1.0, 2.0}}, PairClasses(), 2};
+  const double c = 1e6 / 2 / kNvBw + kNvLat;
+  EXPECT_NEAR(StrategyCost(p, SingleClass(p, 0)), c + 2 * 1.0 + 2 * 2.0 + c, 1e-12);
+}
+
+TEST(HsdpStrategyCost, InTheBackwardAGatherAndAScatterShareTheClass) {
+  // Three layers, no compute, all on NVLink: the middle backward step carries the gather of
+  // layer 0 and the scatter of layer 2 on the same links.
+  Problem p{{{8e6, 0, 0}, {8e6, 0, 0}, {8e6, 0, 0}}, PairClasses(), 1};
+  const double c = 8e6 / 2 / kNvBw + kNvLat;
+  // fwd: G0, G1, G2, G2(bwd); bwd: l=2: AG1; l=1: AG0 + RS2; l=0: RS1; then RS0.
+  EXPECT_NEAR(StrategyCost(p, SingleClass(p, 0)), 4 * c + c + 2 * c + c + c, 1e-12);
+}
+
+Problem RandomProblem(std::mt19937& rng, int layers, int chunks) {
+  std::uniform_real_distribution<double> bytes(1e6, 200e6), compute(0, 4e-3);
+  Problem p;
+  p.classes = PairClasses();
+  p.chunks = chunks;
+  for (int l = 0; l < layers; ++l) p.layers.push_back({bytes(rng), compute(rng), compute(rng)});
+  return p;
+}
+
+TEST(HsdpSearch, TheProgrammeFindsTheEnumeratedOptimum) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 12; ++trial) {
+    const Problem p = RandomProblem(rng, 1 + trial % 4, 2 + trial % 5);
+    auto milp = SolveMilp(p);
+    auto brute = Enumerate(p);
+    ASSERT_TRUE(milp.ok()) << milp.status();
+    ASSERT_TRUE(brute.ok()) << brute.status();
+    EXPECT_TRUE(milp->optimal);
+    EXPECT_NEAR(milp->cost_s, brute->cost_s, 1e-9 * brute->cost_s) << "trial " << trial << ": "
+                                                                   << Describe(p, milp->strategy) << " vs "
+                                                                   << Describe(p, brute->strategy);
+    for (const auto& row : milp->strategy.pieces) EXPECT_EQ(row[0] + row[1], p.chunks);
+  }
+}
+
+TEST(HsdpSearch, ThreeClassesToo) {
+  // Four devices in two bridged pairs; classes: NVLink is not a route between the pairs, so
+  // the three are the cluster's own routes, PCIe only, and PCIe with NVLink.
+  const Cluster c = BridgedPairs(2);
+  collectives::Ring ring(collectives::CommTuning{});
+  auto costs = LinkClassCosts({0, 1, 2, 3}, {0, kPcie, kPcie | kNv}, c, ring);
+  ASSERT_TRUE(costs.ok()) << costs.status();
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 4; ++trial) {
+    Problem p = RandomProblem(rng, 2, 3);
+    p.classes = *costs;
+    auto milp = SolveMilp(p);
+    auto brute = Enumerate(p);
+    ASSERT_TRUE(milp.ok() && brute.ok());
+    EXPECT_NEAR(milp->cost_s, brute->cost_s, 1e-9 * brute->cost_s) << Describe(p, milp->strategy);
+  }
+}
+
+TEST(HsdpSearch, CommunicationBoundLayersSplitInProportionToBandwidth) {
+  Problem p{{{100e6, 0, 0}, {100e6, 0, 0}}, PairClasses(), 12};
+  auto best = SolveMilp(p);
+  ASSERT_TRUE(best.ok()) << best.status();
+  // 50 : 10 GB/s -> 10 of 12 chunks on NVLink.
+  for (const auto& row : best->strategy.pieces) EXPECT_EQ(row, (std::vector<int>{10, 2}));
+  EXPECT_LT(best->cost_s, StrategyCost(p, SingleClass(p, 0)) / 1.15);
+  EXPECT_EQ(Describe(p, best->strategy), "2 layers: nvlink 10/12, pcie 2/12");
+}
+
+TEST(HsdpSearch, BadProblemsAreRefused) {
+  Problem none{{{1e6, 0, 0}}, {}, 4};
+  EXPECT_EQ(SolveMilp(none).status().code(), absl::StatusCode::kInvalidArgument);
+  Problem zero{{{1e6, 0, 0}}, PairClasses(), 0};
+  EXPECT_EQ(SolveMilp(zero).status().code(), absl::StatusCode::kInvalidArgument);
+  Problem big{std::vector<LayerLoad>(40, {1e6, 0, 0}), PairClasses(), 8};
+  EXPECT_EQ(Enumerate(big).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace testbed::hsdp
