@@ -14,6 +14,7 @@ const char* KindName(ComponentKind kind) noexcept {
     case ComponentKind::kLoadBalancer: return "load_balancer";
     case ComponentKind::kFeatureLoader: return "feature_loader";
     case ComponentKind::kPrecisionPolicy: return "precision_policy";
+    case ComponentKind::kShardPlanner: return "shard_planner";
     case ComponentKind::kDeviceModel: return "device_model";
   }
   return "?";

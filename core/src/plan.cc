@@ -1,6 +1,7 @@
 #include "testbed/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -190,6 +191,33 @@ absl::Status Plan::Validate(int num_layers, const Cluster& cluster) const {
         if (!SupportedLayerBits(bits)) {
           return absl::InvalidArgumentError(absl::StrCat("layer ", l, ": ", bits, " bits; expected 0 (the run's), 2 to 8, 16 or 32"));
         }
+      }
+    }
+  }
+  if (!param_links.empty()) {
+    if (zero_stage < 3) {
+      return absl::InvalidArgumentError(absl::StrCat("a split of the weights over link classes needs zero_stage = 3, not ",
+                                                     zero_stage));
+    }
+    if (param_links.classes.size() > 2) {
+      return absl::InvalidArgumentError(absl::StrCat("weights split over ", param_links.classes.size(),
+                                                     " link classes; at most 2 are supported"));
+    }
+    if (param_links.shares.size() != static_cast<size_t>(num_layers)) {
+      return absl::InvalidArgumentError(absl::StrCat("link-class shares given for ", param_links.shares.size(), " of ",
+                                                     num_layers, " layers"));
+    }
+    for (int l = 0; l < num_layers; ++l) {
+      const std::vector<double>& row = param_links.shares[static_cast<size_t>(l)];
+      double sum = 0;
+      bool bad = row.size() != param_links.classes.size();
+      for (double x : row) {
+        bad = bad || !(x >= 0 && x <= 1);
+        sum += x;
+      }
+      if (bad || std::abs(sum - 1) > 1e-9) {
+        return absl::InvalidArgumentError(absl::StrCat("layer ", l, ": link-class shares must be one per class in [0, 1] "
+                                                       "summing to 1"));
       }
     }
   }

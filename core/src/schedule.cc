@@ -57,6 +57,8 @@ const char* Name(int s) noexcept {
     case kHostCopy: return "host-copy";
     case kExpertComm: return "ep-comm";
     case kParamComm: return "param-comm";
+    case kParamComm2: return "param-comm-2";
+    case kDataComm2: return "dp-comm-2";
     default: return "stream";
   }
 }

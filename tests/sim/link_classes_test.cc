@@ -14,29 +14,8 @@ namespace {
 
 constexpr double kNvBw = 50e9, kNvLat = 1e-6, kPcieBw = 10e9, kPcieLat = 2e-6;
 
-// `pairs` pairs of devices: each pair joined by an NVLink bridge, every device on PCIe to the
-// one CPU (the HPNV node of the group's papers, with one socket).
 Cluster BridgedPairs(int pairs, int nodes = 1) {
-  NodeType type;
-  type.name = "pairs";
-  type.devices = 2 * pairs;
-  type.device.name = "gpu";
-  type.device.peak_flops[Precision::kFp32] = 1e12;
-  type.device.memory_bytes = 1 << 30;
-  type.device.memory_bandwidth_bytes_per_s = 1e12;
-  type.hubs = {"cpu0"};
-  const LinkSpec pcie{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat};
-  const LinkSpec nvlink{"bridge", LinkKind::kNvlink, kNvBw, kNvLat};
-  for (int i = 0; i < type.devices; ++i) type.links.push_back({"gpu" + std::to_string(i), "cpu0", pcie});
-  for (int p = 0; p < pairs; ++p) {
-    type.links.push_back({"gpu" + std::to_string(2 * p), "gpu" + std::to_string(2 * p + 1), nvlink});
-  }
-  if (nodes > 1) {
-    type.nics = {"nic0"};
-    type.links.push_back({"nic0", "cpu0", pcie});
-    type.nic_link = LinkSpec{"ib", LinkKind::kInfiniband, 5e9, 1e-6};
-  }
-  return *Cluster::Build("pairs", {NodeGroup{type, nodes}});
+  return testing::BridgedPairs(BridgedPairsSpec{pairs, nodes, kNvBw, kNvLat, kPcieBw, kPcieLat});
 }
 
 std::vector<LinkKind> KindsOf(const Cluster& c, const std::vector<LinkId>& route) {

@@ -15,20 +15,6 @@ namespace {
 
 constexpr double kBw = 400e9, kLinkLat = 936.25e-9;
 
-ModelGraph Layers(int n, double fwd_s, double bwd_s, std::int64_t params) {
-  ModelShape s;
-  s.name = "measured";
-  s.family = "layers";
-  GivenLayer g;
-  g.name = "block";
-  g.fwd_s = fwd_s;
-  g.bwd_s = bwd_s;
-  g.params = params;
-  g.repeat = n;
-  s.given = {g};
-  return *BuildModelGraph(s);
-}
-
 double Simulate(const ModelGraph& model, int devices, std::int64_t bucket_bytes, bool overlap) {
   const Cluster cluster = StarCluster(devices, kBw, kLinkLat);
   GridSpec g;
@@ -61,7 +47,7 @@ TEST(GradientOverlap, AllReducesShorterThanABackwardHideButTheLast) {
   const std::int64_t params = 64 << 20;  // 128 MiB of fp16 gradients per layer
   const double a = Ring(devices, 2.0 * static_cast<double>(params));
   ASSERT_LT(a, b);
-  const ModelGraph model = Layers(n, f, b, params);
+  const ModelGraph model = MeasuredLayers(n, f, b, params);
   EXPECT_NEAR(Simulate(model, devices, 2 * params, true), n * (f + b) + a, 1e-12);
   // Without overlap every bucket waits for the whole backward: n all-reduces after it.
   EXPECT_NEAR(Simulate(model, devices, 2 * params, false), n * (f + b) + n * a, 1e-12);
@@ -73,12 +59,12 @@ TEST(GradientOverlap, AllReducesLongerThanABackwardQueueBackToBack) {
   const std::int64_t params = 64 << 20;
   const double a = Ring(devices, 2.0 * static_cast<double>(params));
   ASSERT_GT(a, b);
-  const ModelGraph model = Layers(n, f, b, params);
+  const ModelGraph model = MeasuredLayers(n, f, b, params);
   EXPECT_NEAR(Simulate(model, devices, 2 * params, true), n * f + b + n * a, 1e-12);
 }
 
 TEST(GradientOverlap, MeasuredLayersAreCostedAsGiven) {
-  const ModelGraph model = Layers(3, 2.4e-3, 4.8e-3, 10);
+  const ModelGraph model = MeasuredLayers(3, 2.4e-3, 4.8e-3, 10);
   ASSERT_EQ(model.layers.size(), 3u);
   EXPECT_EQ(model.layers[2].name, "block2");
   EXPECT_EQ(model.layers[0].kind, LayerKind::kGiven);

@@ -10,6 +10,41 @@ absl::StatusOr<double> ConstantDeviceModel::ComputeLayerTime(const LayerWork& w,
   return w.phase == Phase::kBackward ? 2 * t : t;
 }
 
+Cluster BridgedPairs(const BridgedPairsSpec& spec) {
+  NodeType type;
+  type.name = "pairs";
+  type.devices = 2 * spec.pairs;
+  type.device.name = "gpu";
+  type.device.peak_flops[Precision::kFp32] = 1e12;
+  type.device.memory_bytes = 1 << 30;
+  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  type.hubs = {"cpu0"};
+  const LinkSpec pcie{"pcie", LinkKind::kPcie, spec.pcie_bw, spec.pcie_lat};
+  const LinkSpec nvlink{"bridge", LinkKind::kNvlink, spec.nvlink_bw, spec.nvlink_lat};
+  for (int i = 0; i < type.devices; ++i) type.links.push_back({absl::StrCat("gpu", i), "cpu0", pcie});
+  for (int p = 0; p < spec.pairs; ++p) type.links.push_back({absl::StrCat("gpu", 2 * p), absl::StrCat("gpu", 2 * p + 1), nvlink});
+  if (spec.nodes > 1) {
+    type.nics = {"nic0"};
+    type.links.push_back({"nic0", "cpu0", pcie});
+    type.nic_link = LinkSpec{"ib", LinkKind::kInfiniband, 5e9, 1e-6};
+  }
+  return *Cluster::Build("pairs", {NodeGroup{type, spec.nodes}});
+}
+
+ModelGraph MeasuredLayers(int n, double fwd_s, double bwd_s, std::int64_t params) {
+  ModelShape s;
+  s.name = "measured";
+  s.family = "layers";
+  GivenLayer g;
+  g.name = "block";
+  g.fwd_s = fwd_s;
+  g.bwd_s = bwd_s;
+  g.params = params;
+  g.repeat = n;
+  s.given = {g};
+  return *BuildModelGraph(s);
+}
+
 Cluster StarCluster(int devices, double bandwidth, double link_latency_s, double memory_gib, int nodes) {
   NodeType type;
   type.name = "star";

@@ -27,7 +27,18 @@ class ConstantDeviceModel final : public DeviceModel {
 // `link_latency_s` per direction (so device-to-device: two links, twice the latency).
 [[nodiscard]] Cluster StarCluster(int devices, double bandwidth, double link_latency_s, double memory_gib = 80,
                                   int nodes = 1);
+// `pairs` pairs of devices, each pair joined by an NVLink bridge (nvlink_bw, nvlink_lat) and
+// every device on PCIe (pcie_bw, pcie_lat) to one CPU: the HPNV node of the group's papers
+// with one socket. With several nodes, a NIC on the CPU at 5 GB/s.
+struct BridgedPairsSpec {
+  int pairs = 1;
+  int nodes = 1;
+  double nvlink_bw = 50e9, nvlink_lat = 1e-6, pcie_bw = 10e9, pcie_lat = 2e-6;
+};
+[[nodiscard]] Cluster BridgedPairs(const BridgedPairsSpec& spec);
 [[nodiscard]] ModelGraph Gpt(int blocks, int hidden = 1024, int seq = 1024);
+// n blocks with measured times and parameter counts (the "layers" family).
+[[nodiscard]] ModelGraph MeasuredLayers(int n, double fwd_s, double bwd_s, std::int64_t params);
 // Blocks split evenly over pp x chunks (embedding with the first, head with the last).
 [[nodiscard]] Plan UniformPlan(const ModelGraph& model, int tp, int pp, int dp, int chunks, int micro_batches,
                                int micro_batch = 1);

@@ -21,20 +21,6 @@ namespace {
 
 constexpr double kBw = 100e9, kLinkLat = 1e-6;
 
-ModelGraph Layers(int n, double fwd_s, double bwd_s, std::int64_t params) {
-  ModelShape s;
-  s.name = "measured";
-  s.family = "layers";
-  GivenLayer g;
-  g.name = "block";
-  g.fwd_s = fwd_s;
-  g.bwd_s = bwd_s;
-  g.params = params;
-  g.repeat = n;
-  s.given = {g};
-  return *BuildModelGraph(s);
-}
-
 struct Ran {
   Schedule schedule;
   SimResult result;
@@ -89,7 +75,7 @@ TEST(ZeroThree, GathersShorterThanAForwardHideButTheFirst) {
   const int n = 5, devices = 4;
   const std::int64_t params = 16 << 20;  // 32 MiB of fp16 weights per layer
   const double g = Gather(devices, 2.0 * params), f = 2 * g, b = 4 * g;
-  const ModelGraph model = Layers(n, f, b, params);
+  const ModelGraph model = MeasuredLayers(n, f, b, params);
   const Ran r = Simulate(model, devices, 3);
   EXPECT_NEAR(ForwardEnd(r), g + n * f, 1e-12);
   const std::vector<TaskId> fwd = Gathers(r.schedule, Phase::kForward);
@@ -104,14 +90,14 @@ TEST(ZeroThree, GathersLongerThanAForwardQueueBackToBack) {
   const int n = 4, devices = 8;
   const std::int64_t params = 16 << 20;
   const double g = Gather(devices, 2.0 * params), f = 0.5 * g;
-  const ModelGraph model = Layers(n, f, 2 * f, params);
+  const ModelGraph model = MeasuredLayers(n, f, 2 * f, params);
   const Ran r = Simulate(model, devices, 3);
   EXPECT_NEAR(ForwardEnd(r), n * g + f, 1e-12);
 }
 
 TEST(ZeroThree, TwoGathersPerLayerAndMicroBatchAndNoneWithoutStageThree) {
   const int n = 3, devices = 2, micro_batches = 2;
-  const ModelGraph model = Layers(n, 1e-3, 2e-3, 1 << 20);
+  const ModelGraph model = MeasuredLayers(n, 1e-3, 2e-3, 1 << 20);
   const Ran three = Simulate(model, devices, 3, micro_batches);
   EXPECT_EQ(Gathers(three.schedule, Phase::kForward).size(), static_cast<size_t>(n * micro_batches));
   EXPECT_EQ(Gathers(three.schedule, Phase::kBackward).size(), static_cast<size_t>(n * micro_batches));
@@ -143,7 +129,7 @@ TEST(ZeroThree, TwoGathersPerLayerAndMicroBatchAndNoneWithoutStageThree) {
 TEST(ZeroThree, NextIterationGathersWaitForTheStepAndMemoryHoldsShardsAndTwoLayers) {
   const int n = 4, devices = 4;
   const std::int64_t params = 1 << 20;
-  const ModelGraph model = Layers(n, 1e-3, 2e-3, params);
+  const ModelGraph model = MeasuredLayers(n, 1e-3, 2e-3, params);
   const Ran r = Simulate(model, devices, 3, 1, /*step=*/true, /*iterations=*/2);
   for (TaskId id : Gathers(r.schedule, Phase::kForward)) {
     if (r.schedule.task(id).iteration != 1) continue;

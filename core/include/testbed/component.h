@@ -24,6 +24,7 @@ enum class ComponentKind {
   kLoadBalancer,     // per-expert token counts -> expert placement / replication
   kFeatureLoader,    // GNN mini-batch sequence -> host-to-device transfers
   kPrecisionPolicy,  // model graph -> bit width per layer
+  kShardPlanner,     // sharded data parallelism: each layer's weights split over link classes
   kDeviceModel,      // op description -> time and memory
 };
 
@@ -31,7 +32,7 @@ inline constexpr ComponentKind kAllComponentKinds[] = {
     ComponentKind::kPartitioner,   ComponentKind::kTpPlanner,     ComponentKind::kScheduler,
     ComponentKind::kCollective,    ComponentKind::kCommunicator,  ComponentKind::kCompressor,
     ComponentKind::kLoadBalancer,  ComponentKind::kFeatureLoader, ComponentKind::kPrecisionPolicy,
-    ComponentKind::kDeviceModel,
+    ComponentKind::kShardPlanner,  ComponentKind::kDeviceModel,
 };
 
 // The kind's name as written in experiment files ("partitioner", "device_model", ...).

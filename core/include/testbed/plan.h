@@ -132,12 +132,24 @@ struct SchedulerKnobs {
   int tp_chunks = 0;  // sub-batches per micro-batch for overlapping tensor-parallel collectives
 };
 
+// HSDP: under ZeRO-3, each layer's weights split into pieces routed over different link
+// classes at once. A layer's share on class c is all-gathered before each use, and its
+// gradient reduce-scattered, by a collective pinned to classes[c] (Task::links) on its own
+// stream; sharding stays full (every device keeps 1/dp of every piece).
+struct LinkClassSplit {
+  std::vector<LinkKinds> classes;           // at most two (0: the cluster's own routes)
+  std::vector<std::vector<double>> shares;  // [layer][class], each row sums to 1
+  [[nodiscard]] bool empty() const noexcept { return classes.empty(); }
+  friend bool operator==(const LinkClassSplit&, const LinkClassSplit&) = default;
+};
+
 struct Plan {
   std::vector<Stage> stages;  // pipeline order
   std::int64_t micro_batch = 1;  // samples per micro-batch
   RecomputeMode recompute = RecomputeMode::kNone;
   bool sequence_parallel = false;
   int zero_stage = 0;
+  LinkClassSplit param_links;  // empty: one piece per layer on the cluster's own routes
   std::vector<LayerSetting> layers;  // empty, or one per model layer
   ExpertParallelism experts;
   SchedulerKnobs knobs;

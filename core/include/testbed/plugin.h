@@ -19,7 +19,9 @@ namespace testbed {
 
 // Bumped whenever a public header changes in a way that breaks binary compatibility.
 // 3: plans as lists of stages, self-describing tasks, the build identity below.
-inline constexpr std::uint32_t kAbiVersion = 3;
+// 4: tasks pinned to link classes (Task::links), weights split over them (Plan::param_links),
+//    the shard_planner kind.
+inline constexpr std::uint32_t kAbiVersion = 4;
 
 // The build identity of this compilation (testbed/build_identity.h).
 inline constexpr const char* kBuildIdentity = TESTBED_BUILD_IDENTITY;

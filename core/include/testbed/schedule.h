@@ -67,7 +67,11 @@ inline constexpr std::uint8_t kPipelineRecv = 4;
 inline constexpr std::uint8_t kHostCopy = 5;     // copies between host memory and the device
 inline constexpr std::uint8_t kExpertComm = 6;   // expert parallelism: token all-to-all, expert weights
 inline constexpr std::uint8_t kParamComm = 7;    // sharded data parallelism (ZeRO-3): weights all-gathered before use
-inline constexpr int kCount = 8;
+// HSDP: the pieces of each layer on the plan's second link class (Plan::param_links) gather
+// and reduce-scatter on their own streams, beside those on the first.
+inline constexpr std::uint8_t kParamComm2 = 8;
+inline constexpr std::uint8_t kDataComm2 = 9;
+inline constexpr int kCount = 10;
 [[nodiscard]] const char* Name(int stream) noexcept;
 }  // namespace streams
 

@@ -11,7 +11,8 @@ namespace testbed {
 namespace {
 
 constexpr ComponentKind kChain[] = {ComponentKind::kPartitioner, ComponentKind::kTpPlanner, ComponentKind::kLoadBalancer,
-                                    ComponentKind::kPrecisionPolicy, ComponentKind::kFeatureLoader};
+                                    ComponentKind::kPrecisionPolicy, ComponentKind::kShardPlanner,
+                                    ComponentKind::kFeatureLoader};
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

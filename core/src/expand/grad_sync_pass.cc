@@ -9,10 +9,12 @@
 // across expert-parallel groups. Every task is recorded as a gradient the optimizer step of
 // its devices waits for.
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "expand/expansion.h"
 #include "expand/moe_routing.h"
+#include "expand/param_gather.h"
 #include "testbed/status_macros.h"
 
 namespace testbed::expand {
@@ -72,12 +74,25 @@ class GradientSync {
     return e_.sched.Add(t, deps);
   }
 
+  // Under a split of the weights over link classes (HSDP) the bucket's gradients take the same
+  // split: one reduce-scatter per class, each pinned to it, on its own stream.
   void Plain(int s, const Bucket& b, const std::vector<DeviceId>& members) {
-    double bytes = 0;
-    for (int l : b.layers) bytes += e_.ReplicatedParams(l) * e_.GradientElementBytes(l);
-    const Task coll = GroupTask(GradientOp(), streams::kDataComm, e_.sched.Group(members), s,
-                                *std::min_element(b.layers.begin(), b.layers.end()),
-                                *std::max_element(b.layers.begin(), b.layers.end()) + 1, static_cast<std::int64_t>(bytes));
+    std::map<std::uint8_t, std::pair<ParamPiece, double>> per_stream;
+    for (int l : b.layers) {
+      const double bytes = e_.ReplicatedParams(l) * e_.GradientElementBytes(l);
+      for (const ParamPiece& piece : ShardsParameters(e_, s) ? PiecesOf(e_.plan, l) : std::vector<ParamPiece>{ParamPiece{}}) {
+        auto& [p, total] = per_stream.try_emplace(piece.scatter_stream, piece, 0.0).first->second;
+        total += piece.share * bytes;
+      }
+    }
+    for (const auto& [stream, piece_bytes] : per_stream) PlainOn(s, b, members, piece_bytes.first, piece_bytes.second);
+  }
+
+  void PlainOn(int s, const Bucket& b, const std::vector<DeviceId>& members, const ParamPiece& piece, double bytes) {
+    Task coll = GroupTask(GradientOp(), piece.scatter_stream, e_.sched.Group(members), s,
+                          *std::min_element(b.layers.begin(), b.layers.end()),
+                          *std::max_element(b.layers.begin(), b.layers.end()) + 1, static_cast<std::int64_t>(bytes));
+    coll.links = piece.links;
     std::vector<TaskId> deps;
     for (DeviceId d : members) {
       if (e_.opt.dp_overlap) {

@@ -1,8 +1,22 @@
 #include "expand/param_gather.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 
 namespace testbed::expand {
+
+std::vector<ParamPiece> PiecesOf(const Plan& plan, int l) {
+  if (plan.param_links.empty() || static_cast<size_t>(l) >= plan.param_links.shares.size()) return {ParamPiece{}};
+  std::vector<ParamPiece> out;
+  const std::vector<double>& row = plan.param_links.shares[static_cast<size_t>(l)];
+  for (size_t c = 0; c < plan.param_links.classes.size(); ++c) {
+    if (row[c] <= 0) continue;
+    out.push_back(ParamPiece{plan.param_links.classes[c], row[c], c == 0 ? streams::kParamComm : streams::kParamComm2,
+                             c == 0 ? streams::kDataComm : streams::kDataComm2});
+  }
+  return out;
+}
 
 bool ShardsParameters(const Expansion& e, int s) { return e.plan.zero_stage >= 3 && e.plan.dp(s) >= 2; }
 
@@ -48,33 +62,41 @@ std::vector<TaskId> ParameterGathers::Before(Expansion& e, const Lane& lane, Pha
         Gather& g = it->second;
         g.iteration = lane.iteration;
         for (int d = 0; d < e.plan.dp(lane.stage); ++d) g.members.push_back(e.Dev(d, lane.stage, t));
-        Task task = GroupTask(CollectiveOp::kAllGather, streams::kParamComm, e.sched.Group(g.members), lane.stage, l,
-                              l + 1, static_cast<std::int64_t>(params * e.WeightElementBytes(l)), phase);
-        task.iteration = lane.iteration;
-        task.chunk = lane.chunk;
-        task.micro_batch = lane.micro_batch;
-        g.id = e.sched.Add(task);
-        std::vector<TaskId>& order = order_[{lane.stage, t}];
+        std::vector<std::vector<TaskId>>& order = order_[{lane.stage, t}];
         g.index = order.size();
-        order.push_back(g.id);
-        where_[g.id] = {{lane.stage, t}, g.index};
+        // One all-gather per piece, each on its link class and stream, all at once.
+        for (const ParamPiece& piece : PiecesOf(e.plan, l)) {
+          Task task = GroupTask(CollectiveOp::kAllGather, piece.gather_stream, e.sched.Group(g.members), lane.stage, l,
+                                l + 1, static_cast<std::int64_t>(piece.share * params * e.WeightElementBytes(l)), phase);
+          task.iteration = lane.iteration;
+          task.chunk = lane.chunk;
+          task.micro_batch = lane.micro_batch;
+          task.links = piece.links;
+          g.ids.push_back(e.sched.Add(task));
+          where_[g.ids.back()] = {{lane.stage, t}, g.index};
+        }
+        order.push_back(g.ids);
         if (auto waiting = pending_.find({{lane.stage, t}, g.index}); waiting != pending_.end()) {
-          for (TaskId use : waiting->second) e.sched.AddDep(g.id, use);
+          for (TaskId use : waiting->second) {
+            for (TaskId id : g.ids) e.sched.AddDep(id, use);
+          }
           pending_.erase(waiting);
         }
       }
-      out.push_back(it->second.id);
+      out.insert(out.end(), it->second.ids.begin(), it->second.ids.end());
     }
   }
   return out;
 }
 
 void ParameterGathers::Used(Expansion& e, const std::vector<TaskId>& gathers, TaskId use) {
+  std::set<std::pair<std::pair<int, int>, size_t>> seen;  // a layer's pieces share one place in the order
   for (TaskId g : gathers) {
     const auto& [shard, index] = where_.at(g);
-    const std::vector<TaskId>& order = order_.at(shard);
+    if (!seen.insert({shard, index}).second) continue;
+    const std::vector<std::vector<TaskId>>& order = order_.at(shard);
     if (index + 2 < order.size()) {
-      e.sched.AddDep(order[index + 2], use);
+      for (TaskId later : order[index + 2]) e.sched.AddDep(later, use);
     } else {
       pending_[{shard, index + 2}].push_back(use);  // added when that gather is made
     }
@@ -86,7 +108,7 @@ void ParameterGathers::AfterSteps(Expansion& e) const {
     if (g.iteration == 0) continue;
     for (DeviceId d : g.members) {
       if (auto step = e.optimizer_task.find({g.iteration - 1, d}); step != e.optimizer_task.end()) {
-        e.sched.AddDep(g.id, step->second);
+        for (TaskId id : g.ids) e.sched.AddDep(id, step->second);
       }
     }
   }

@@ -20,6 +20,17 @@
 
 namespace testbed::expand {
 
+// A layer's piece on one link class (HSDP, Plan::param_links): its share of the layer's bytes,
+// the kinds its collectives are pinned to, and the streams its gather and reduce-scatter take.
+struct ParamPiece {
+  LinkKinds links = 0;
+  double share = 1;
+  std::uint8_t gather_stream = streams::kParamComm;
+  std::uint8_t scatter_stream = streams::kDataComm;
+};
+// The pieces of layer `l` with a share above zero (one piece on any links without a split).
+[[nodiscard]] std::vector<ParamPiece> PiecesOf(const Plan& plan, int l);
+
 // Whether stage `s` shards its parameters (ZeRO-3 over two or more replicas).
 [[nodiscard]] bool ShardsParameters(const Expansion& e, int s);
 
@@ -46,13 +57,13 @@ class ParameterGathers {
   // (iteration, stage, chunk, micro-batch, layer, phase, tensor-parallel rank).
   using Key = std::tuple<int, int, int, int, int, int, int>;
   struct Gather {
-    TaskId id = -1;
+    std::vector<TaskId> ids;  // one per piece of the layer
     int iteration = 0;
     std::vector<DeviceId> members;
     size_t index = 0;  // among its (stage, tensor-parallel rank)'s gathers, in creation order
   };
   std::map<Key, Gather> gathers_;
-  std::map<std::pair<int, int>, std::vector<TaskId>> order_;  // (stage, tp rank) -> gathers in order
+  std::map<std::pair<int, int>, std::vector<std::vector<TaskId>>> order_;  // (stage, tp rank) -> gathers in order
   std::map<TaskId, std::pair<std::pair<int, int>, size_t>> where_;  // gather -> (stage, tp rank), index
   // Uses whose later gather (by (stage, tp rank) and index) is not made yet.
   std::map<std::pair<std::pair<int, int>, size_t>, std::vector<TaskId>> pending_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -120,6 +121,17 @@ MetricSet SimMetrics(const ReportInputs& in) {
     m.Add("steps", steps, "iterations");
     m.Add("total_time_s", total, "s", Better::kLower);
   }
+  // Per link kind that carried bytes: the busy time of its busiest link per iteration, so
+  // that a run shows which classes of links worked and how hard (the per_link table has
+  // every link).
+  std::map<LinkKind, double> busiest;
+  for (const Link& l : in.cluster.links()) {
+    const SimLinkStats& st = r.links[static_cast<size_t>(l.id)];
+    if (st.bytes <= 0) continue;
+    double& b = busiest[l.spec.kind];
+    b = std::max(b, st.busy_s / steps);
+  }
+  for (const auto& [kind, busy] : busiest) m.Add(absl::StrCat("link_busy_", LinkKindName(kind), "_s"), busy, "s");
   return m;
 }
 
