@@ -1,5 +1,6 @@
 #include "link_class_costs.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -8,10 +9,33 @@
 namespace testbed::hsdp {
 namespace {
 
+// The ring of the planner's own model (all-gather and reduce-scatter move the same bytes).
+CommPlan RingPlan(const std::vector<DeviceId>& group, const Cluster& view, double bytes) {
+  CommPlan plan;
+  const int n = static_cast<int>(group.size());
+  if (n < 2) return plan;
+  CommPhase phase;
+  std::map<LinkId, double> per_link;
+  double slowest = 0;
+  for (int i = 0; i < n; ++i) {
+    const DeviceId a = group[static_cast<size_t>(i)], b = group[static_cast<size_t>((i + 1) % n)];
+    for (LinkId l : view.Route(a, b)) per_link[l] += bytes / n * (n - 1);
+    slowest = std::max(slowest, view.PathLatency(a, b));
+  }
+  phase.latency_s = (n - 1) * slowest;
+  phase.link_bytes.assign(per_link.begin(), per_link.end());
+  plan.phases.push_back(std::move(phase));
+  return plan;
+}
+
 absl::StatusOr<OpCost> Cost(CollectiveOp op, const std::vector<DeviceId>& group, const Cluster& view,
-                            const Collective& collective, double bytes) {
-  TESTBED_ASSIGN_OR_RETURN(CommPlan plan,
-                           collective.PlanCollective(op, group, static_cast<std::int64_t>(bytes), view));
+                            const Collective* collective, double bytes) {
+  CommPlan plan;
+  if (collective == nullptr) {
+    plan = RingPlan(group, view, bytes);
+  } else {
+    TESTBED_ASSIGN_OR_RETURN(plan, collective->PlanCollective(op, group, static_cast<std::int64_t>(bytes), view));
+  }
   OpCost cost;
   std::map<LinkId, double> per_link;
   for (const CommPhase& phase : plan.phases) {
@@ -28,7 +52,7 @@ absl::StatusOr<OpCost> Cost(CollectiveOp op, const std::vector<DeviceId>& group,
 
 absl::StatusOr<std::vector<ClassCost>> LinkClassCosts(const std::vector<DeviceId>& group,
                                                       const std::vector<LinkKinds>& classes, const Cluster& cluster,
-                                                      const Collective& collective, double reference_bytes) {
+                                                      const Collective* collective, double reference_bytes) {
   std::vector<ClassCost> out;
   for (size_t i = 0; i < classes.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
@@ -48,6 +72,24 @@ absl::StatusOr<std::vector<ClassCost>> LinkClassCosts(const std::vector<DeviceId
     out.push_back(std::move(c));
   }
   return out;
+}
+
+absl::Status CheckIndependent(const std::vector<ClassCost>& classes, const Cluster& cluster) {
+  for (size_t i = 0; i < classes.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      for (const auto& [a, sa] : classes[i].gather.s_per_byte) {
+        for (const auto& [b, sb] : classes[j].gather.s_per_byte) {
+          if (a != b) continue;
+          return absl::InvalidArgumentError(absl::StrCat(
+              "link classes '", classes[j].name, "' and '", classes[i].name, "' both cross link ",
+              cluster.links()[static_cast<size_t>(a)].name,
+              " for this data-parallel group; HSDP splits the weights over independent links (choose classes whose "
+              "routes do not meet, e.g. nvlink and pcie+cpu inside a node)"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace testbed::hsdp

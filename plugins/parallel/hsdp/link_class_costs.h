@@ -2,7 +2,8 @@
 // class: the collective model plans the operation over the data-parallel group on the
 // cluster's view over that class (Cluster::Over), and the plan, divided by its size, gives
 // each link's seconds per buffer byte and the class's fixed latency. Links that two classes
-// share (a NIC both cross) keep one entry per class, so the cost model sees them add up.
+// share keep one entry per class, so the cost model sees their loads add up (a lower bound:
+// the simulator's fair sharing can be slower); CheckIndependent refuses such classes.
 #pragma once
 
 #include <string>
@@ -28,12 +29,20 @@ struct ClassCost {
 };
 
 // Plans both operations over `group` on each class with `collective`, at `reference_bytes`
-// (large enough that rounding of per-member shares does not matter). InvalidArgument when a
+// (large enough that rounding of per-member shares does not matter); without a collective,
+// with the planner's own model: a ring in group order, each of its n - 1 steps moving 1/n of
+// the buffer from every member to the next over the class's route and paying the slowest
+// hop's latency (what the simulator's ring does at full efficiency). InvalidArgument when a
 // class has no route between two members (naming the class), or when two classes are the
 // same.
 [[nodiscard]] absl::StatusOr<std::vector<ClassCost>> LinkClassCosts(const std::vector<DeviceId>& group,
                                                                     const std::vector<LinkKinds>& classes,
-                                                                    const Cluster& cluster, const Collective& collective,
+                                                                    const Cluster& cluster,
+                                                                    const Collective* collective = nullptr,
                                                                     double reference_bytes = 1 << 30);
+
+// HSDP rests on the links of different classes working independently: OK when no two
+// classes' collectives cross a common link, else InvalidArgument naming the link.
+[[nodiscard]] absl::Status CheckIndependent(const std::vector<ClassCost>& classes, const Cluster& cluster);
 
 }  // namespace testbed::hsdp

@@ -2,7 +2,9 @@
 
 #include <Cbc_C_Interface.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -10,6 +12,26 @@
 
 namespace testbed::hsdp {
 namespace {
+
+// Among optima the programme is indifferent to splits that change nothing (a layer whose
+// collectives hide behind compute); each extra piece costs a collective the model does not
+// charge beyond its latency, so every layer goes back to its largest class wherever that does
+// not raise the cost.
+void Unsplit(const Problem& p, SearchResult& r) {
+  for (auto& row : r.strategy.pieces) {
+    const std::vector<int> split = row;
+    const size_t top = static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    if (row[top] == p.chunks) continue;
+    std::fill(row.begin(), row.end(), 0);
+    row[top] = p.chunks;
+    const double cost = StrategyCost(p, r.strategy);
+    if (cost <= r.cost_s) {
+      r.cost_s = cost;
+    } else {
+      row = split;
+    }
+  }
+}
 
 absl::Status CheckProblem(const Problem& p) {
   if (p.classes.empty()) return absl::InvalidArgumentError("HSDP needs at least one link class");
@@ -114,6 +136,7 @@ class Programme {
     }
     out.cost_s = StrategyCost(p_, out.strategy);
     out.optimal = Cbc_isProvenOptimal(m.get()) != 0;
+    Unsplit(p_, out);
     return out;
   }
 

@@ -6,6 +6,7 @@
 
 #include "link_class_costs.h"
 #include "ring.h"
+#include "sim_fixtures.h"
 #include "strategy_cost.h"
 #include "strategy_search.h"
 
@@ -15,30 +16,14 @@ namespace {
 constexpr double kNvBw = 50e9, kNvLat = 1e-6, kPcieBw = 10e9, kPcieLat = 2e-6;
 constexpr LinkKinds kNv = LinkKindBit(LinkKind::kNvlink), kPcie = LinkKindBit(LinkKind::kPcie);
 
-// `pairs` NVLink-bridged pairs, every device on PCIe to one CPU (as in sim's link-class test).
 Cluster BridgedPairs(int pairs) {
-  NodeType type;
-  type.name = "pairs";
-  type.devices = 2 * pairs;
-  type.device.name = "gpu";
-  type.device.peak_flops[Precision::kFp32] = 1e12;
-  type.device.memory_bytes = 1 << 30;
-  type.device.memory_bandwidth_bytes_per_s = 1e12;
-  type.hubs = {"cpu0"};
-  for (int i = 0; i < type.devices; ++i) {
-    type.links.push_back({"gpu" + std::to_string(i), "cpu0", LinkSpec{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat}});
-  }
-  for (int p = 0; p < pairs; ++p) {
-    type.links.push_back({"gpu" + std::to_string(2 * p), "gpu" + std::to_string(2 * p + 1),
-                          LinkSpec{"bridge", LinkKind::kNvlink, kNvBw, kNvLat}});
-  }
-  return *Cluster::Build("pairs", {NodeGroup{type, 1}});
+  return testing::BridgedPairs(testing::BridgedPairsSpec{pairs, 1, kNvBw, kNvLat, kPcieBw, kPcieLat});
 }
 
 std::vector<ClassCost> PairClasses() {
   const Cluster c = BridgedPairs(1);
   collectives::Ring ring(collectives::CommTuning{});
-  auto costs = LinkClassCosts({0, 1}, {kNv, kPcie}, c, ring);
+  auto costs = LinkClassCosts({0, 1}, {kNv, kPcie}, c, &ring);
   EXPECT_TRUE(costs.ok()) << costs.status();
   return *costs;
 }
@@ -58,15 +43,52 @@ TEST(HsdpLinkClassCosts, ARingOverTwoDevicesMovesHalfTheBufferOverEachLink) {
   EXPECT_NEAR(costs[1].scatter.latency_s, 2 * kPcieLat, 1e-15);
 }
 
+TEST(HsdpLinkClassCosts, ThePlannersRingIsTheSimulatorsRing) {
+  const Cluster c = BridgedPairs(2);
+  collectives::Ring ring(collectives::CommTuning{});
+  for (const std::vector<DeviceId>& group : {std::vector<DeviceId>{0, 1}, std::vector<DeviceId>{0, 1, 2, 3},
+                                             std::vector<DeviceId>{0, 2, 1, 3}}) {
+    auto own = LinkClassCosts(group, {0, kPcie}, c);
+    auto sim = LinkClassCosts(group, {0, kPcie}, c, &ring);
+    ASSERT_TRUE(own.ok() && sim.ok());
+    for (size_t k = 0; k < own->size(); ++k) {
+      for (bool gather : {true, false}) {
+        const OpCost& a = gather ? (*own)[k].gather : (*own)[k].scatter;
+        const OpCost& b = gather ? (*sim)[k].gather : (*sim)[k].scatter;
+        EXPECT_NEAR(a.latency_s, b.latency_s, 1e-15);
+        ASSERT_EQ(a.s_per_byte.size(), b.s_per_byte.size());
+        for (size_t i = 0; i < a.s_per_byte.size(); ++i) {
+          EXPECT_EQ(a.s_per_byte[i].first, b.s_per_byte[i].first);
+          EXPECT_NEAR(a.s_per_byte[i].second, b.s_per_byte[i].second, 1e-24);
+        }
+      }
+    }
+  }
+}
+
 TEST(HsdpLinkClassCosts, AClassWithoutARouteAndATwiceNamedClassAreRefused) {
   const Cluster c = BridgedPairs(2);
   collectives::Ring ring(collectives::CommTuning{});
-  auto none = LinkClassCosts({0, 1, 2, 3}, {kNv, kPcie}, c, ring);
+  auto none = LinkClassCosts({0, 1, 2, 3}, {kNv, kPcie}, c, &ring);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("link class 'nvlink': no route from device"), std::string::npos) << none.status();
-  auto twice = LinkClassCosts({0, 1}, {kPcie, kPcie}, c, ring);
+  auto twice = LinkClassCosts({0, 1}, {kPcie, kPcie}, c, &ring);
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.status().message().find("named twice"), std::string::npos) << twice.status();
+}
+
+TEST(HsdpLinkClassCosts, ClassesThatMeetOnALinkAreNotIndependent) {
+  const Cluster c = BridgedPairs(2);
+  auto pair = LinkClassCosts({0, 1}, {kNv, kPcie}, c);
+  ASSERT_TRUE(pair.ok());
+  EXPECT_TRUE(CheckIndependent(*pair, c).ok());
+  // Over all four devices the cluster's own ring crosses PCIe between the pairs, as the PCIe
+  // ring does.
+  auto four = LinkClassCosts({0, 1, 2, 3}, {0, kPcie}, c);
+  ASSERT_TRUE(four.ok());
+  const absl::Status shared = CheckIndependent(*four, c);
+  EXPECT_EQ(shared.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(shared.message().find("'any' and 'pcie' both cross link"), std::string::npos) << shared;
 }
 
 TEST(HsdpStrategyCost, OneLayerWithoutComputeIsThreeCollectives) {
@@ -129,7 +151,7 @@ TEST(HsdpSearch, ThreeClassesToo) {
   // the three are the cluster's own routes, PCIe only, and PCIe with NVLink.
   const Cluster c = BridgedPairs(2);
   collectives::Ring ring(collectives::CommTuning{});
-  auto costs = LinkClassCosts({0, 1, 2, 3}, {0, kPcie, kPcie | kNv}, c, ring);
+  auto costs = LinkClassCosts({0, 1, 2, 3}, {0, kPcie, kPcie | kNv}, c, &ring);
   ASSERT_TRUE(costs.ok()) << costs.status();
   std::mt19937 rng(11);
   for (int trial = 0; trial < 4; ++trial) {

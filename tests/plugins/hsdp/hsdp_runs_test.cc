@@ -1,0 +1,120 @@
+// Whole simulator runs with the built hsdp plugin: on one HPNV node with two pipeline stages
+// of two replicas (each data-parallel group a pair bridged by NVLink), the planner splits the
+// layers between NVLink and PCIe, the simulated iteration is no slower than ZeRO-3 on the
+// NVLink routes alone and the PCIe links work beside NVLink; and bad settings are refused by
+// name (no sharding, a class without a route, classes that meet on a link).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "experiment_runs.h"
+#include "sim/sim_backend.h"
+
+namespace testbed {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ColumnOf;
+using testing::MetricOf;
+
+class HsdpRuns : public testing::ExperimentRuns {
+ protected:
+  void SetUp() override {
+    ExperimentRuns::SetUp();
+    ASSERT_NE(registry_.Find(ComponentKind::kShardPlanner, "hsdp"), nullptr);
+  }
+  std::vector<absl::StatusOr<RunOutput>> Sim(const std::string& parallel, const std::string& arms) {
+    const std::string text = std::string(R"(
+[experiment]
+name = "hsdp"
+backend = "sim"
+[cluster]
+preset = "hpnv"
+[model]
+name = "gpt-small"
+family = "gpt"
+layers = 4
+hidden = 2048
+heads = 16
+seq_len = 512
+vocab = 50257
+[train]
+global_batch = 4
+micro_batch = 1
+)") + parallel + arms;
+    SimBackend backend;
+    return RunAll(text, backend);
+  }
+};
+
+constexpr const char* kPairs = R"(
+[parallel]
+pp = 2
+zero_stage = 3
+)";
+
+TEST_F(HsdpRuns, SplitsBetweenNvlinkAndPcieAndIsNoSlower) {
+  auto outs = Sim(kPairs, R"(
+[[arm]]
+name = "sdp"
+[[arm]]
+name = "hsdp"
+shard_planner = { use = "hsdp", classes = ["nvlink", "pcie+cpu"] }
+)");
+  ASSERT_EQ(outs.size(), 2u);
+  ASSERT_TRUE(outs[0].ok()) << outs[0].status();
+  ASSERT_TRUE(outs[1].ok()) << outs[1].status();
+  const RunOutput& sdp = *outs[0];
+  const RunOutput& hsdp = *outs[1];
+  EXPECT_GT(MetricOf(hsdp, "hsdp_layers_split"), 0);
+  EXPECT_EQ(MetricOf(hsdp, "hsdp_solver_optimal"), 1);
+  EXPECT_GE(MetricOf(hsdp, "hsdp_predicted_speedup"), 1.0);
+  EXPECT_LE(MetricOf(hsdp, "iteration_time_s"), MetricOf(sdp, "iteration_time_s"));
+  // The PCIe links carry the pieces beside NVLink; NVLink carries less.
+  EXPECT_GT(MetricOf(hsdp, "link_busy_pcie_s"), MetricOf(sdp, "link_busy_pcie_s"));
+  EXPECT_LT(MetricOf(hsdp, "link_busy_nvlink_s"), MetricOf(sdp, "link_busy_nvlink_s"));
+  // Shares per layer, one column per class, each row summing to 1.
+  const auto nv = ColumnOf<double>(hsdp, "hsdp_split", "share_0");
+  const auto pcie = ColumnOf<double>(hsdp, "hsdp_split", "share_1");
+  ASSERT_EQ(nv.size(), pcie.size());
+  ASSERT_FALSE(nv.empty());
+  for (size_t l = 0; l < nv.size(); ++l) EXPECT_DOUBLE_EQ(nv[l] + pcie[l], 1.0) << "layer " << l;
+}
+
+TEST_F(HsdpRuns, BadSettingsAreRefusedByName) {
+  auto unsharded = Sim("[parallel]\npp = 2\n", R"(
+[[arm]]
+name = "hsdp"
+shard_planner = "hsdp"
+)");
+  ASSERT_EQ(unsharded.size(), 1u);
+  ASSERT_FALSE(unsharded[0].ok());
+  EXPECT_THAT(unsharded[0].status().message(), HasSubstr("zero_stage = 3"));
+  // All four devices in one group: no NVLink route between the pairs.
+  auto no_route = Sim("[parallel]\nzero_stage = 3\n", R"(
+[[arm]]
+name = "hsdp"
+shard_planner = { use = "hsdp", classes = ["nvlink", "pcie+cpu"] }
+)");
+  ASSERT_FALSE(no_route[0].ok());
+  EXPECT_THAT(no_route[0].status().message(), HasSubstr("link class 'nvlink': no route from device"));
+  // The cluster's own routes and PCIe meet between the pairs.
+  auto shared = Sim("[parallel]\nzero_stage = 3\n", R"(
+[[arm]]
+name = "hsdp"
+shard_planner = { use = "hsdp", classes = ["any", "pcie+cpu"] }
+)");
+  ASSERT_FALSE(shared[0].ok());
+  EXPECT_THAT(shared[0].status().message(), HasSubstr("independent links"));
+  auto unknown = Sim(kPairs, R"(
+[[arm]]
+name = "hsdp"
+shard_planner = { use = "hsdp", classes = ["nvlink", "pci"] }
+)");
+  ASSERT_FALSE(unknown[0].ok());
+  EXPECT_THAT(unknown[0].status().message(), HasSubstr("unknown link kind 'pci'"));
+}
+
+}  // namespace
+}  // namespace testbed
