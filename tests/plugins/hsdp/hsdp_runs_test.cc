@@ -83,37 +83,26 @@ shard_planner = { use = "hsdp", classes = ["nvlink", "pcie+cpu"] }
 }
 
 TEST_F(HsdpRuns, BadSettingsAreRefusedByName) {
-  auto unsharded = Sim("[parallel]\npp = 2\n", R"(
-[[arm]]
-name = "hsdp"
-shard_planner = "hsdp"
-)");
-  ASSERT_EQ(unsharded.size(), 1u);
-  ASSERT_FALSE(unsharded[0].ok());
-  EXPECT_THAT(unsharded[0].status().message(), HasSubstr("zero_stage = 3"));
-  // All four devices in one group: no NVLink route between the pairs.
-  auto no_route = Sim("[parallel]\nzero_stage = 3\n", R"(
-[[arm]]
-name = "hsdp"
-shard_planner = { use = "hsdp", classes = ["nvlink", "pcie+cpu"] }
-)");
-  ASSERT_FALSE(no_route[0].ok());
-  EXPECT_THAT(no_route[0].status().message(), HasSubstr("link class 'nvlink': no route from device"));
-  // The cluster's own routes and PCIe meet between the pairs.
-  auto shared = Sim("[parallel]\nzero_stage = 3\n", R"(
-[[arm]]
-name = "hsdp"
-shard_planner = { use = "hsdp", classes = ["any", "pcie+cpu"] }
-)");
-  ASSERT_FALSE(shared[0].ok());
-  EXPECT_THAT(shared[0].status().message(), HasSubstr("independent links"));
-  auto unknown = Sim(kPairs, R"(
-[[arm]]
-name = "hsdp"
-shard_planner = { use = "hsdp", classes = ["nvlink", "pci"] }
-)");
-  ASSERT_FALSE(unknown[0].ok());
-  EXPECT_THAT(unknown[0].status().message(), HasSubstr("unknown link kind 'pci'"));
+  struct Case {
+    const char* parallel;
+    const char* planner;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"[parallel]\npp = 2\n", "\"hsdp\"", "zero_stage = 3"},
+      // All four devices in one group: no NVLink route between the pairs.
+      {"[parallel]\nzero_stage = 3\n", R"({ use = "hsdp", classes = ["nvlink", "pcie+cpu"] })",
+       "link class 'nvlink': no route from device"},
+      // The cluster's own routes and PCIe meet between the pairs.
+      {"[parallel]\nzero_stage = 3\n", R"({ use = "hsdp", classes = ["any", "pcie+cpu"] })", "independent links"},
+      {kPairs, R"({ use = "hsdp", classes = ["nvlink", "pci"] })", "unknown link kind 'pci'"},
+  };
+  for (const Case& c : cases) {
+    auto outs = Sim(c.parallel, std::string("[[arm]]\nname = \"hsdp\"\nshard_planner = ") + c.planner + "\n");
+    ASSERT_EQ(outs.size(), 1u);
+    ASSERT_FALSE(outs[0].ok()) << c.planner;
+    EXPECT_THAT(outs[0].status().message(), HasSubstr(c.message));
+  }
 }
 
 }  // namespace
