@@ -72,6 +72,11 @@ inline constexpr std::uint8_t kParamComm = 7;    // sharded data parallelism (Ze
 inline constexpr std::uint8_t kParamComm2 = 8;
 inline constexpr std::uint8_t kDataComm2 = 9;
 inline constexpr int kCount = 10;
+// The link class (index into Plan::param_links.classes) whose pieces of the weights a gather
+// or reduce-scatter on `stream` moves: 1 on the second class's streams, 0 on every other.
+[[nodiscard]] constexpr int LinkClassOf(std::uint8_t stream) noexcept {
+  return stream == kParamComm2 || stream == kDataComm2 ? 1 : 0;
+}
 [[nodiscard]] const char* Name(int stream) noexcept;
 }  // namespace streams
 

@@ -140,7 +140,7 @@ absl::Status GradientTasks::ReduceScatter(const Task& t) {
   CommGroup* group = s_.Group(t.group);
   if (group == nullptr) return absl::InternalError("not a member of the task's data-parallel group");
   if (!s_.shards.active()) return absl::InternalError("a gradient reduce-scatter without ZeRO sharding");
-  TESTBED_ASSIGN_OR_RETURN(const double bytes, s_.shards.ReduceScatter(*group, t.first_layer, t.end_layer));
+  TESTBED_ASSIGN_OR_RETURN(const double bytes, s_.shards.ReduceScatter(*group, t.first_layer, t.end_layer, streams::LinkClassOf(t.stream)));
   s_.metrics.data_parallel_bytes += bytes;
   return absl::OkStatus();
 }
@@ -148,7 +148,7 @@ absl::Status GradientTasks::ReduceScatter(const Task& t) {
 absl::Status GradientTasks::GatherLayer(const Task& t) {
   CommGroup* group = s_.Group(t.group);
   if (group == nullptr) return absl::InternalError("not a member of the task's parameter group");
-  return s_.shards.Gather(*group, t.first_layer);
+  return s_.shards.Gather(*group, t.first_layer, streams::LinkClassOf(t.stream));
 }
 
 absl::Status GradientTasks::GatherAll(const Task& t) {

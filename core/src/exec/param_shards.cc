@@ -1,6 +1,7 @@
 #include "exec/param_shards.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -8,27 +9,49 @@
 
 namespace testbed::exec {
 
-void ParamShards::Build(train::SequentialModel<float>& model, const std::vector<int>& layers, int dp, int dp_rank) {
+void ParamShards::Build(train::SequentialModel<float>& model, const std::vector<int>& layers, int dp, int dp_rank,
+                        const std::vector<std::vector<double>>& shares) {
   shards_.clear();
   if (dp < 2) return;
   for (int l : layers) {
-    auto s = std::make_unique<Shard>();
-    s->layer = l;
+    std::vector<train::Param<float>*> full;
     std::int64_t total = 0;
     for (train::Param<float>* p : model.layer(l).Params()) {
-      s->full.push_back(p);
+      full.push_back(p);
       total += p->size();
     }
     if (total == 0) continue;
-    // As even as it goes: the first total % dp members one element more.
-    for (int r = 0; r < dp; ++r) s->counts.push_back(total / dp + (r < total % dp ? 1 : 0));
-    for (int r = 0; r < dp_rank; ++r) s->offset += s->counts[static_cast<size_t>(r)];
-    const std::int64_t mine = s->counts[static_cast<size_t>(dp_rank)];
-    const std::vector<float> flat = Flatten(*s, false);
-    train::Matrix<float> part(1, mine);
-    std::copy(flat.begin() + s->offset, flat.begin() + s->offset + mine, part.data());
-    s->part = train::Param<float>(absl::StrCat("layer", l, ".zero_shard"), std::move(part));
-    shards_.push_back(std::move(s));
+    const std::vector<double> row =
+        static_cast<size_t>(l) < shares.size() && !shares[static_cast<size_t>(l)].empty() ? shares[static_cast<size_t>(l)]
+                                                                                          : std::vector<double>{1.0};
+    // Piece c: from the rounded sum of the shares before it to the rounded sum with it.
+    double cumulative = 0;
+    std::int64_t begin = 0;
+    for (size_t c = 0; c < row.size(); ++c) {
+      cumulative += row[c];
+      const std::int64_t end =
+          c + 1 == row.size() ? total : std::min(total, static_cast<std::int64_t>(std::llround(cumulative * static_cast<double>(total))));
+      if (end <= begin) continue;
+      auto s = std::make_unique<Shard>();
+      s->layer = l;
+      s->piece = static_cast<int>(c);
+      s->full = full;
+      s->begin = begin;
+      s->end = end;
+      const std::int64_t n = end - begin;
+      // As even as it goes: the first n % dp members one element more.
+      for (int r = 0; r < dp; ++r) s->counts.push_back(n / dp + (r < n % dp ? 1 : 0));
+      for (int r = 0; r < dp_rank; ++r) s->offset += s->counts[static_cast<size_t>(r)];
+      const std::int64_t mine = s->counts[static_cast<size_t>(dp_rank)];
+      const std::vector<float> flat = Flatten(*s, false);
+      train::Matrix<float> part(1, mine);
+      std::copy(flat.begin() + s->offset, flat.begin() + s->offset + mine, part.data());
+      s->part = train::Param<float>(row.size() == 1 ? absl::StrCat("layer", l, ".zero_shard")
+                                                    : absl::StrCat("layer", l, ".piece", c, ".zero_shard"),
+                                    std::move(part));
+      shards_.push_back(std::move(s));
+      begin = end;
+    }
   }
 }
 
@@ -38,51 +61,55 @@ std::vector<train::Param<float>*> ParamShards::Params() {
   return out;
 }
 
-ParamShards::Shard* ParamShards::Find(int layer) {
+ParamShards::Shard* ParamShards::Find(int layer, int piece) {
   for (auto& s : shards_) {
-    if (s->layer == layer) return s.get();
+    if (s->layer == layer && s->piece == piece) return s.get();
   }
   return nullptr;
 }
 
 std::vector<float> ParamShards::Flatten(const Shard& s, bool gradients) const {
   std::vector<float> flat;
+  flat.reserve(static_cast<size_t>(s.end - s.begin));
+  std::int64_t at = 0;
   for (const train::Param<float>* p : s.full) {
     const train::Matrix<float>& m = gradients ? p->grad : p->value;
-    flat.insert(flat.end(), m.data(), m.data() + m.size());
+    const std::int64_t a = std::max(at, s.begin), b = std::min(at + p->size(), s.end);
+    if (a < b) flat.insert(flat.end(), m.data() + (a - at), m.data() + (b - at));
+    at += p->size();
   }
   return flat;
 }
 
-absl::Status ParamShards::Gather(CommGroup& group, int layer) {
-  Shard* s = Find(layer);
+absl::Status ParamShards::Gather(CommGroup& group, int layer, int piece) {
+  Shard* s = Find(layer, piece);
   if (s == nullptr) return absl::OkStatus();
   if (group.size() != static_cast<int>(s->counts.size())) {
     return absl::InternalError(absl::StrCat("layer ", layer, " is sharded ", s->counts.size(), " ways, the gather's group has ",
                                             group.size(), " members"));
   }
-  std::int64_t total = 0;
-  for (std::int64_t c : s->counts) total += c;
-  std::vector<float> flat(static_cast<size_t>(total));
+  std::vector<float> flat(static_cast<size_t>(s->end - s->begin));
   TESTBED_RETURN_IF_ERROR(group.AllGatherV(s->part.value.data(), flat.data(), s->counts, DataType::kFloat32));
-  size_t at = 0;
+  std::int64_t at = 0;
   for (train::Param<float>* p : s->full) {
-    std::copy(flat.begin() + static_cast<std::ptrdiff_t>(at), flat.begin() + static_cast<std::ptrdiff_t>(at + p->size()),
-              p->value.data());
-    at += static_cast<size_t>(p->size());
+    const std::int64_t a = std::max(at, s->begin), b = std::min(at + p->size(), s->end);
+    if (a < b) {
+      std::copy(flat.begin() + (a - s->begin), flat.begin() + (b - s->begin), p->value.data() + (a - at));
+    }
+    at += p->size();
   }
   return absl::OkStatus();
 }
 
 absl::Status ParamShards::GatherAll(CommGroup& group) {
-  for (auto& s : shards_) TESTBED_RETURN_IF_ERROR(Gather(group, s->layer));
+  for (auto& s : shards_) TESTBED_RETURN_IF_ERROR(Gather(group, s->layer, s->piece));
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> ParamShards::ReduceScatter(CommGroup& group, int first, int end) {
+absl::StatusOr<double> ParamShards::ReduceScatter(CommGroup& group, int first, int end, int piece) {
   double bytes = 0;
   for (auto& s : shards_) {
-    if (s->layer < first || s->layer >= end) continue;
+    if (s->layer < first || s->layer >= end || s->piece != piece) continue;
     const std::vector<float> flat = Flatten(*s, true);
     std::vector<float> mine(static_cast<size_t>(s->part.size()));
     TESTBED_RETURN_IF_ERROR(group.ReduceScatterV(flat.data(), mine.data(), s->counts, DataType::kFloat32, ReduceOp::kSum));
@@ -95,9 +122,10 @@ absl::StatusOr<double> ParamShards::ReduceScatter(CommGroup& group, int first, i
 double ParamShards::GradSq(const std::function<bool(const std::string&)>& counted) const {
   double sum = 0;
   for (const auto& s : shards_) {
-    // The part covers elements [offset, offset + its size) of the flattened tensors.
+    // The part covers elements [begin + offset, begin + offset + its size) of the flattened
+    // tensors.
     std::int64_t begin = 0;
-    const std::int64_t lo = s->offset, hi = s->offset + s->part.size();
+    const std::int64_t lo = s->begin + s->offset, hi = lo + s->part.size();
     for (const train::Param<float>* p : s->full) {
       const std::int64_t end = begin + p->size();
       const std::int64_t a = std::max(begin, lo), b = std::min(end, hi);

@@ -9,6 +9,11 @@
 // After each step the full weights are filled with NaN until gathered again, so that a use
 // the schedule did not gather for shows in the loss. The full tensors stay allocated between
 // uses (the executor checks the algorithm, not its memory; the simulator counts the memory).
+//
+// Under a split of the weights over link classes (HSDP, Plan::param_links) each layer's
+// flattened parameters are first cut into consecutive pieces, piece c holding share c of the
+// elements (rounded to the nearest element), and each piece is sharded over the members on its
+// own: the schedule's tasks on the class's streams (streams::LinkClassOf) move piece c alone.
 #pragma once
 
 #include <cstdint>
@@ -28,18 +33,21 @@ namespace testbed::exec {
 class ParamShards {
  public:
   // Splits the layers in `layers` of `model` over `dp` members, keeping part `dp_rank`, and
-  // copies the part of the current weights.
-  void Build(train::SequentialModel<float>& model, const std::vector<int>& layers, int dp, int dp_rank);
+  // copies the part of the current weights. `shares[l]` cuts layer l into pieces first (a
+  // layer without a row, or an empty `shares`: one piece).
+  void Build(train::SequentialModel<float>& model, const std::vector<int>& layers, int dp, int dp_rank,
+             const std::vector<std::vector<double>>& shares = {});
   [[nodiscard]] bool active() const noexcept { return !shards_.empty(); }
   // The parameters the optimizer steps: one per layer, this rank's part (1 x its elements).
   [[nodiscard]] std::vector<train::Param<float>*> Params();
 
-  // Layer `layer`'s full weights from every member's part (no-op for a layer not sharded here).
-  [[nodiscard]] absl::Status Gather(CommGroup& group, int layer);
+  // Piece `piece` of layer `layer`'s full weights from every member's part (no-op for a piece
+  // not sharded here: a layer of another stage, or a piece without elements).
+  [[nodiscard]] absl::Status Gather(CommGroup& group, int layer, int piece = 0);
   [[nodiscard]] absl::Status GatherAll(CommGroup& group);
-  // The full gradients of the sharded layers in [first, end) reduced over the group into this
-  // rank's part (added to what it holds); returns the bytes this rank sent.
-  [[nodiscard]] absl::StatusOr<double> ReduceScatter(CommGroup& group, int first, int end);
+  // Piece `piece` of the full gradients of the sharded layers in [first, end) reduced over
+  // the group into this rank's part (added to what it holds); returns the bytes this rank sent.
+  [[nodiscard]] absl::StatusOr<double> ReduceScatter(CommGroup& group, int first, int end, int piece = 0);
   // Squared norm of this rank's part of the gradient, counting a tensor-parallel replicated
   // tensor on tensor rank 0 only (`counted(name)`: whether this rank counts tensor `name`).
   [[nodiscard]] double GradSq(const std::function<bool(const std::string&)>& counted) const;
@@ -49,12 +57,15 @@ class ParamShards {
  private:
   struct Shard {
     int layer = 0;
+    int piece = 0;
     std::vector<train::Param<float>*> full;  // the layer's tensors, flattened in this order
-    std::vector<std::int64_t> counts;        // elements per member
-    std::int64_t offset = 0;                 // this rank's first element
+    std::int64_t begin = 0, end = 0;         // the piece: elements [begin, end) of the flattened layer
+    std::vector<std::int64_t> counts;        // the piece's elements per member
+    std::int64_t offset = 0;                 // this rank's first element, within the piece
     train::Param<float> part;
   };
-  Shard* Find(int layer);
+  Shard* Find(int layer, int piece);
+  // Elements [s.begin, s.end) of the layer's flattened values or gradients.
   [[nodiscard]] std::vector<float> Flatten(const Shard& s, bool gradients) const;
 
   std::vector<std::unique_ptr<Shard>> shards_;  // stable addresses: the optimizer keys on them

@@ -50,13 +50,18 @@ void RankRunner::BuildDispatch() {
   }
   on(TaskKind::kCollective, CollectiveOp::kAllReduce, streams::kDataComm,
      [this](TaskId, const Task& t) { return gradients_.Exchange(t); });
-  // ZeRO: gradients reduce-scattered into the parts, weights gathered from them.
-  on(TaskKind::kCollective, CollectiveOp::kReduceScatter, streams::kDataComm,
-     [this](TaskId, const Task& t) { return gradients_.ReduceScatter(t); });
+  // ZeRO: gradients reduce-scattered into the parts, weights gathered from them; under HSDP
+  // the second link class's pieces on their own streams.
+  for (std::uint8_t stream : {streams::kDataComm, streams::kDataComm2}) {
+    on(TaskKind::kCollective, CollectiveOp::kReduceScatter, stream,
+       [this](TaskId, const Task& t) { return gradients_.ReduceScatter(t); });
+  }
   on(TaskKind::kCollective, CollectiveOp::kAllGather, streams::kDataComm,
      [this](TaskId, const Task& t) { return gradients_.GatherAll(t); });
-  on(TaskKind::kCollective, CollectiveOp::kAllGather, streams::kParamComm,
-     [this](TaskId, const Task& t) { return gradients_.GatherLayer(t); });
+  for (std::uint8_t stream : {streams::kParamComm, streams::kParamComm2}) {
+    on(TaskKind::kCollective, CollectiveOp::kAllGather, stream,
+       [this](TaskId, const Task& t) { return gradients_.GatherLayer(t); });
+  }
   on(TaskKind::kKernel, kNone, streams::kCompute, [this](TaskId id, const Task&) -> absl::Status {
     if (s_.in.schedule.kernel(id).op != KernelOp::kOptimizerStep) {
       return absl::UnimplementedError("a kernel on the compute stream that is not an optimizer step");
@@ -185,7 +190,7 @@ absl::Status RankRunner::Setup() {
       const StageSpec& st = plan.Chunk(s_.stage, c);
       for (int l = st.first_layer; l < st.end_layer; ++l) held.push_back(l);
     }
-    s_.shards.Build(s_.model, held, s_.dp, s_.dp_rank);
+    s_.shards.Build(s_.model, held, s_.dp, s_.dp_rank, plan.param_links.shares);
   }
   if (s_.in.train.optimizer == "adam") {
     train::AdamOptions o;

@@ -6,6 +6,10 @@
 
 namespace testbed::expand {
 
+// The executor finds a task's piece from its stream.
+static_assert(streams::LinkClassOf(streams::kParamComm) == 0 && streams::LinkClassOf(streams::kDataComm) == 0 &&
+              streams::LinkClassOf(streams::kParamComm2) == 1 && streams::LinkClassOf(streams::kDataComm2) == 1);
+
 std::vector<ParamPiece> PiecesOf(const Plan& plan, int l) {
   if (plan.param_links.empty() || static_cast<size_t>(l) >= plan.param_links.shares.size()) return {ParamPiece{}};
   std::vector<ParamPiece> out;
