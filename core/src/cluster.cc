@@ -30,20 +30,28 @@ const char* LinkKindName(LinkKind kind) noexcept {
   return "?";
 }
 
+namespace {
+constexpr const char* kViaNicsName = "via-nic";
+}  // namespace
+
 std::string LinkKindsName(LinkKinds kinds) {
-  if (kinds == 0 || (kinds & kAllLinkKinds) == kAllLinkKinds) return "any";
+  const LinkKinds k = kinds & kAllLinkKinds;
   std::vector<std::string> names;
-  for (int k = 0; k <= static_cast<int>(LinkKind::kOther); ++k) {
-    if ((kinds & LinkKindBit(static_cast<LinkKind>(k))) != 0) names.emplace_back(LinkKindName(static_cast<LinkKind>(k)));
+  if (k != 0 && k != kAllLinkKinds) {
+    for (int i = 0; i <= static_cast<int>(LinkKind::kOther); ++i) {
+      if ((k & LinkKindBit(static_cast<LinkKind>(i))) != 0) names.emplace_back(LinkKindName(static_cast<LinkKind>(i)));
+    }
   }
-  return absl::StrJoin(names, "+");
+  if ((kinds & kViaNics) != 0) names.emplace_back(kViaNicsName);
+  return names.empty() ? "any" : absl::StrJoin(names, "+");
 }
 
 absl::StatusOr<LinkKinds> LinkKindsFromName(const std::string& name) {
   if (name == "any") return LinkKinds{0};
   LinkKinds kinds = 0;
   for (absl::string_view part : absl::StrSplit(name, absl::ByAnyChar("+,"))) {
-    bool found = false;
+    bool found = part == kViaNicsName;
+    if (found) kinds |= kViaNics;
     for (int k = 0; k <= static_cast<int>(LinkKind::kOther); ++k) {
       if (part == LinkKindName(static_cast<LinkKind>(k))) {
         kinds |= LinkKindBit(static_cast<LinkKind>(k));
@@ -53,7 +61,7 @@ absl::StatusOr<LinkKinds> LinkKindsFromName(const std::string& name) {
     if (!found) {
       return absl::InvalidArgumentError(absl::StrCat("unknown link kind '", part,
                                                      "' (expected nvlink, pcie, cpu, infiniband, ethernet, other or any, "
-                                                     "joined by '+')"));
+                                                     "joined by '+', and via-nic)"));
     }
   }
   return kinds;
@@ -111,7 +119,8 @@ Cluster& Cluster::operator=(const Cluster& other) = default;
 
 Cluster Cluster::Over(LinkKinds kinds) const {
   Cluster view(*this);
-  view.route_kinds_ = (kinds & kAllLinkKinds) == kAllLinkKinds ? LinkKinds{0} : kinds;
+  const LinkKinds k = kinds & kAllLinkKinds;
+  view.route_kinds_ = static_cast<LinkKinds>((k == kAllLinkKinds ? 0 : k) | (kinds & kViaNics));
   return view;
 }
 
@@ -121,8 +130,10 @@ absl::Status Cluster::CheckRoutes(const std::vector<DeviceId>& group) const {
     for (DeviceId b : group) {
       if (a != b && Route(a, b).empty()) {
         return absl::InvalidArgumentError(absl::StrCat("no route from device ", a, " to device ", b, " in cluster '",
-                                                       impl_->name, "' crosses only ", LinkKindsName(route_kinds_),
-                                                       " links"));
+                                                       impl_->name, "' ",
+                                                       (route_kinds_ & kAllLinkKinds) == 0
+                                                           ? "leaves the node through NICs (via-nic)"
+                                                           : absl::StrCat("crosses only ", LinkKindsName(route_kinds_), " links")));
       }
     }
   }
@@ -306,7 +317,8 @@ std::vector<LinkId> Cluster::Route(DeviceId a, DeviceId b) const {
   const Device& db = device(b);
   const NodeTopology& ta = im.Topo(da.node);
   const LinkId offa = im.first_link_of_node[static_cast<size_t>(da.node)];
-  const LinkKinds kinds = route_kinds_;
+  const LinkKinds kinds = route_kinds_ & kAllLinkKinds;
+  const bool via_nics = (route_kinds_ & kViaNics) != 0;
   // Appends the local route (on a view: over its kinds only); false when there is none.
   auto local = [&](const NodeTopology& t, LinkId off, int from, int to) {
     if (from == to) return true;
@@ -314,7 +326,7 @@ std::vector<LinkId> Cluster::Route(DeviceId a, DeviceId b) const {
     for (int l : path) out.push_back(off + l);
     return !path.empty();
   };
-  if (da.node == db.node) {
+  if (da.node == db.node && !via_nics) {
     if (!local(ta, offa, da.local_index, db.local_index)) out.clear();
     return out;
   }
@@ -322,6 +334,7 @@ std::vector<LinkId> Cluster::Route(DeviceId a, DeviceId b) const {
   const LinkId offb = im.first_link_of_node[static_cast<size_t>(db.node)];
   const int nic_a = ta.nic_of_device(da.local_index);
   const int nic_b = tb.nic_of_device(db.local_index);
+  if (nic_a < 0 || nic_b < 0) return {};
   if (!local(ta, offa, da.local_index, nic_a)) return {};
   out.push_back(im.NicUp(da.node, nic_a));
   if (!im.network.tiers.empty()) {

@@ -2,7 +2,8 @@
 // allowed kinds, a clear error where there is none, and the closed form of concurrent
 // transfers on two link classes: an all-gather on NVLink and one on PCIe between the same two
 // devices share no link, so each ends at its own isolated time; two on PCIe share its links
-// and take twice as long.
+// and take twice as long. Routes "via-nic": two devices of one node through their own NICs
+// and back, beside NVLink.
 #include <gtest/gtest.h>
 
 #include "ring.h"
@@ -62,6 +63,12 @@ TEST(LinkClasses, NamesParseAndPrint) {
   EXPECT_EQ(*LinkKindsFromName("nvlink"), LinkKindBit(LinkKind::kNvlink));
   EXPECT_EQ(*LinkKindsFromName("pcie,infiniband"), LinkKindBit(LinkKind::kPcie) | LinkKindBit(LinkKind::kInfiniband));
   EXPECT_EQ(*LinkKindsFromName("any"), 0);
+  EXPECT_EQ(*LinkKindsFromName("via-nic"), kViaNics);
+  EXPECT_EQ(*LinkKindsFromName("pcie+infiniband+via-nic"),
+            LinkKindBit(LinkKind::kPcie) | LinkKindBit(LinkKind::kInfiniband) | kViaNics);
+  EXPECT_EQ(LinkKindsName(kViaNics), "via-nic");
+  EXPECT_EQ(LinkKindsName(kAllLinkKinds | kViaNics), "via-nic");
+  EXPECT_EQ(LinkKindsName(LinkKindBit(LinkKind::kPcie) | kViaNics), "pcie+via-nic");
   const auto bad = LinkKindsFromName("nvlink+pci");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown link kind 'pci'"), std::string::npos) << bad.status();
@@ -134,6 +141,61 @@ TEST(LinkClasses, SplittingByBandwidthUsesBothClassesAtOnce) {
   const double expected = S / 2 / (kNvBw + kPcieBw) + 2 * kPcieLat;
   EXPECT_NEAR(split.iteration_time_s, expected, 1e-9);
   EXPECT_LT(split.iteration_time_s, S / 2 / kNvBw + kNvLat);
+}
+
+// One node of two devices bridged by NVLink, each with its own NIC behind a PCIe link (as a
+// rail-optimised DGX node has).
+constexpr double kIbBw = 5e9, kIbLat = 1.5e-6;
+Cluster NodeWithNicPerDevice() {
+  NodeType type;
+  type.name = "rails";
+  type.devices = 2;
+  type.device.name = "gpu";
+  type.device.peak_flops[Precision::kFp32] = 1e12;
+  type.device.memory_bytes = 1 << 30;
+  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  const LinkSpec pcie{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat};
+  type.links = {{"gpu0", "gpu1", LinkSpec{"bridge", LinkKind::kNvlink, kNvBw, kNvLat}},
+                {"gpu0", "nic0", pcie},
+                {"gpu1", "nic1", pcie}};
+  type.nics = {"nic0", "nic1"};
+  type.nic_of = {"nic0", "nic1"};
+  type.nic_link = LinkSpec{"ib", LinkKind::kInfiniband, kIbBw, kIbLat};
+  return *Cluster::Build("rails", {NodeGroup{type, 1}});
+}
+
+TEST(LinkClasses, ViaNicRoutesLeaveTheNodeThroughTheirOwnNics) {
+  const Cluster c = NodeWithNicPerDevice();
+  EXPECT_EQ(KindsOf(c, c.Route(0, 1)), std::vector<LinkKind>{LinkKind::kNvlink});
+  const Cluster via = c.Over(kViaNics);
+  EXPECT_EQ(via.route_kinds(), kViaNics);
+  // Out through nic0, up to the switch, down to nic1 and in.
+  EXPECT_EQ(KindsOf(via, via.Route(0, 1)), (std::vector<LinkKind>{LinkKind::kPcie, LinkKind::kInfiniband,
+                                                                 LinkKind::kInfiniband, LinkKind::kPcie}));
+  EXPECT_NEAR(via.PathBandwidth(0, 1), kIbBw, 1);
+  EXPECT_NEAR(via.PathLatency(0, 1), 2 * kPcieLat + 2 * kIbLat, 1e-15);
+  // The two directions cross no link in common, and neither crosses the bridge.
+  for (LinkId l : via.Route(0, 1)) {
+    for (LinkId m : via.Route(1, 0)) EXPECT_NE(l, m);
+    for (LinkId m : c.Route(0, 1)) EXPECT_NE(l, m);
+  }
+  // Kinds still restrict every link: without InfiniBand there is no such route.
+  EXPECT_TRUE(c.Over(LinkKindBit(LinkKind::kPcie) | kViaNics).Route(0, 1).empty());
+  EXPECT_FALSE(c.Over(LinkKindBit(LinkKind::kPcie) | LinkKindBit(LinkKind::kInfiniband) | kViaNics).Route(0, 1).empty());
+  // A node without NICs has none, and the error says why.
+  const absl::Status none = BridgedPairs(1).Over(kViaNics).CheckRoutes({0, 1});
+  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(none.message().find("through NICs (via-nic)"), std::string::npos) << none;
+}
+
+TEST(LinkClasses, GathersOnNvlinkAndViaNicsEndAtTheirIsolatedTimes) {
+  const Cluster c = NodeWithNicPerDevice();
+  const double S = 64e6;
+  const double nv = S / 2 / kNvBw + kNvLat, via = S / 2 / kIbBw + 2 * kPcieLat + 2 * kIbLat;
+  const SimResult both = RunGathers(c, {0, 1}, {{kNv, streams::kParamComm, S}, {kViaNics, streams::kParamComm2, S}});
+  ASSERT_EQ(both.task_end_s.size(), 2u);
+  EXPECT_NEAR(both.task_end_s[0], nv, nv * 1e-9);
+  EXPECT_NEAR(both.task_end_s[1], via, via * 1e-9);
 }
 
 TEST(LinkClasses, APinnedCollectiveWithoutARouteIsAnErrorNamingTheTask) {

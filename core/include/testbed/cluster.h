@@ -28,10 +28,16 @@ using LinkKinds = std::uint8_t;
   return static_cast<LinkKinds>(1u << static_cast<unsigned>(kind));
 }
 inline constexpr LinkKinds kAllLinkKinds = 0x3f;
-// "nvlink", "pcie+cpu", "any" (for 0 or every kind).
+// A route flag beside the kinds ("via-nic"): two devices of one node route out through their
+// own NICs and back through the network (the first switch they share: up the one NIC's link
+// and down the other's), as NCCL's network transport does inside a node when peer-to-peer and
+// shared memory are off, so that in-node traffic can use the NICs beside NVLink. Devices of
+// different nodes route as usual. The kinds, when given, still restrict every link crossed.
+inline constexpr LinkKinds kViaNics = 0x40;
+// "nvlink", "pcie+cpu", "any" (for 0 or every kind), "via-nic", "pcie+infiniband+via-nic".
 [[nodiscard]] std::string LinkKindsName(LinkKinds kinds);
-// Parses names joined by '+' or ',' ("pcie+cpu"); "any" gives 0. InvalidArgument naming the
-// unknown kind and the known ones.
+// Parses names joined by '+' or ',' ("pcie+cpu", "via-nic"); "any" gives 0. InvalidArgument
+// naming the unknown kind and the known ones.
 [[nodiscard]] absl::StatusOr<LinkKinds> LinkKindsFromName(const std::string& name);
 
 struct LinkSpec {
@@ -148,7 +154,8 @@ class Cluster {
   // A transfer pinned to one link class (an all-gather over NVLink while another runs over
   // PCIe, HSDP) is planned on such a view.
   [[nodiscard]] Cluster Over(LinkKinds kinds) const;
-  // The kinds routes may cross (0: every kind).
+  // The kinds routes may cross (0: every kind), with kViaNics when in-node pairs route through
+  // their NICs.
   [[nodiscard]] LinkKinds route_kinds() const noexcept { return route_kinds_; }
   // OK when every ordered pair of `group` has a route over route_kinds(); otherwise
   // InvalidArgument naming the first pair without one and the kinds allowed.
