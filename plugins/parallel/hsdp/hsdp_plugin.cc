@@ -3,7 +3,9 @@
 // stage's data-parallel group (link_class_costs.h), builds the communication parallel
 // strategy problem from the stage's layers (bytes at their weight width, forward and backward
 // times from the device model) and solves it with CBC (strategy_search.h); the chosen split
-// goes into Plan::param_links, which the scheduler turns into pinned collectives.
+// goes into Plan::param_links, which the scheduler turns into pinned collectives. With
+// split = "even" every layer is dealt evenly over the classes instead (no solver, and no need
+// for independent classes: an ablation of the search, and a split on any cluster).
 #include <algorithm>
 #include <limits>
 
@@ -20,6 +22,7 @@ struct Settings {
   std::vector<LinkKinds> classes;
   int chunks = 8;
   double time_limit_s = 30;
+  bool even = false;  // split = "even": no search
 };
 
 class Hsdp final : public ShardPlanner {
@@ -44,7 +47,7 @@ class Hsdp final : public ShardPlanner {
       std::vector<DeviceId> group;
       for (int d = 0; d < plan.dp(s); ++d) group.push_back(plan.DeviceOf(d, s, 0));
       auto costs = LinkClassCosts(group, s_.classes, pc.cluster);
-      absl::Status fit = costs.ok() ? CheckIndependent(*costs, pc.cluster) : costs.status();
+      absl::Status fit = !costs.ok() ? costs.status() : s_.even ? absl::OkStatus() : CheckIndependent(*costs, pc.cluster);
       if (!fit.ok()) return absl::Status(fit.code(), absl::StrCat("stage ", s, ": ", fit.message()));
       Problem problem;
       problem.classes = std::move(*costs);
@@ -69,7 +72,13 @@ class Hsdp final : public ShardPlanner {
           layer_ids.push_back(l);
         }
       }
-      TESTBED_ASSIGN_OR_RETURN(SearchResult best, SolveMilp(problem, s_.time_limit_s));
+      SearchResult best;
+      if (s_.even) {
+        best.strategy = Even(problem);
+        best.cost_s = StrategyCost(problem, best.strategy);
+      } else {
+        TESTBED_ASSIGN_OR_RETURN(best, SolveMilp(problem, s_.time_limit_s));
+      }
       optimal = optimal && best.optimal;
       predicted = std::max(predicted, best.cost_s);
       double best_single = std::numeric_limits<double>::infinity();
@@ -92,7 +101,7 @@ class Hsdp final : public ShardPlanner {
     plan.planner_metrics.Add("hsdp_predicted_single_class_s", single, "s", Better::kLower);
     plan.planner_metrics.Add("hsdp_predicted_speedup", predicted > 0 ? single / predicted : 1, "x", Better::kHigher);
     plan.planner_metrics.Add("hsdp_layers_split", split_layers, "layers");
-    plan.planner_metrics.Add("hsdp_solver_optimal", optimal ? 1 : 0, "");
+    if (!s_.even) plan.planner_metrics.Add("hsdp_solver_optimal", optimal ? 1 : 0, "");
     Table table{"hsdp_split", {}};
     std::vector<std::int64_t> ids;
     for (int l = 0; l < L; ++l) ids.push_back(l);
@@ -116,9 +125,13 @@ absl::Status Register(Registry& r) {
       {
           ParamSpec::StringList("classes", {"any", "pcie+cpu"})
               .Doc("the link classes, at most two: kinds joined by '+' (nvlink, pcie, cpu, infiniband, ethernet, other) "
-                   "or 'any' for the cluster's own routes; every data-parallel group needs a route on each"),
+                   "or 'any' for the cluster's own routes, and 'via-nic' for in-node routes out through the NICs and "
+                   "back through the switch; every data-parallel group needs a route on each"),
           ParamSpec::Int("chunks", 8).Range(1, 64).Doc("equal pieces of each layer the strategy assigns to classes"),
           ParamSpec::Double("time_limit", 30).Range(0.1, 3600).Unit("s").Doc("the solver's time limit per stage"),
+          ParamSpec::Choice("split", "solve", {"solve", "even"})
+              .Doc("solve: the cost model's optimum found by CBC (classes must not share a link); even: every layer's "
+                   "chunks dealt evenly over the classes, without a search"),
       },
       [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<ShardPlanner>> {
         ParamReader read(p, "hsdp");
@@ -126,6 +139,7 @@ absl::Status Register(Registry& r) {
         const auto names = read.Get<std::vector<std::string>>("classes");
         s.chunks = static_cast<int>(read.Get<std::int64_t>("chunks"));
         s.time_limit_s = read.Get<double>("time_limit");
+        s.even = read.Get<std::string>("split") == "even";
         TESTBED_RETURN_IF_ERROR(read.status());
         if (names.empty() || names.size() > 2) {
           return absl::InvalidArgumentError(absl::StrCat("hsdp: classes names ", names.size(), " link classes; expected 1 or 2"));

@@ -57,6 +57,15 @@ Strategy SingleClass(const Problem& p, int c) {
   return s;
 }
 
+Strategy Even(const Problem& p) {
+  Strategy s;
+  const int n = static_cast<int>(p.classes.size());
+  std::vector<int> row(p.classes.size(), 0);
+  for (int c = 0; c < n; ++c) row[static_cast<size_t>(c)] = p.chunks / n + (c < p.chunks % n ? 1 : 0);
+  s.pieces.assign(p.layers.size(), row);
+  return s;
+}
+
 std::string Describe(const Problem& p, const Strategy& s) {
   std::map<std::vector<int>, int> splits;
   for (const auto& row : s.pieces) ++splits[row];

@@ -44,6 +44,9 @@ struct Strategy {
 
 // Every layer on class `c` alone (single-link sharded data parallelism on that class).
 [[nodiscard]] Strategy SingleClass(const Problem& problem, int c);
+// Every layer's chunks dealt over the classes as evenly as they go, the first classes taking
+// one more where they do not divide (the planner's "even" split, an ablation of the search).
+[[nodiscard]] Strategy Even(const Problem& problem);
 
 // "24 layers: nvlink 5/8, pcie 3/8" (the most common split), or per-layer splits when few.
 [[nodiscard]] std::string Describe(const Problem& problem, const Strategy& strategy);
