@@ -1,7 +1,8 @@
 // GNN training on Cora, for real: a two-layer GCN trained full-batch in Kipf & Welling's
 // setting (hidden 16, ReLU, dropout 0.5, Adam at 0.01, L2 5e-4 on the first layer, 200
 // epochs, row-normalised features, the Planetoid split) against their reported test accuracy
-// of 81.5%; and a two-layer GraphSAGE (mean aggregation) trained on sampled mini-batches
+// of 81.5%; a two-layer GAT full-batch in Veličković et al.'s setting against their 83.0%;
+// and a two-layer GraphSAGE (mean aggregation) trained on sampled mini-batches
 // (fanouts 25, 10; batches of 32 training vertices shuffled per epoch). Under the sanitizers
 // (unoptimised) the runs are cut short and only the falling loss is checked.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include "testbed/train/adam.h"
 #include "testbed/train/cross_entropy.h"
+#include "testbed/train/gat_layer.h"
 #include "testbed/train/gcn_layer.h"
 #include "testbed/train/graph.h"
 #include "testbed/train/neighbor_sampler.h"
@@ -117,6 +119,80 @@ TEST(GnnTraining, FullBatchGcnOnCoraReachesThePapersAccuracy) {
   EXPECT_GT(accuracy, 0.78) << "test accuracy " << accuracy;
   EXPECT_LT(accuracy, 0.86) << "test accuracy " << accuracy;
   std::printf("GCN on Cora: test accuracy %.3f (Kipf & Welling: 0.815)\n", accuracy);
+}
+
+TEST(GnnTraining, FullBatchGatOnCoraReachesThePapersAccuracy) {
+  // Veličković et al.'s Cora setting: 8 heads of 8 features concatenated, ELU, an output layer
+  // of 1 head (averaged), Adam at 0.005, L2 5e-4 on the weights and attention vectors, dropout
+  // 0.6 on both layers' inputs (drawn here; the paper also drops attention coefficients, which
+  // GatLayer does not). A fixed 200 epochs instead of the paper's early stopping (patience
+  // 100), to keep the run near 30 s: test accuracy has reached its plateau by then (three
+  // seeds: 0.807-0.818 at 200 epochs, 0.793-0.829 at 300 and 400).
+  const GraphDataset ds = Cora();
+  const Graph& g = ds.graph;
+  Rng init(5), drop(6);
+  GatLayer<float> l1("gat1", ds.features.cols(), 8, 8, GatCombine::kConcat, init);
+  GatLayer<float> l2("gat2", l1.out_cols(), ds.classes, 1, GatCombine::kMean, init);
+  std::vector<Param<float>*> params = l1.Params();
+  for (Param<float>* p : l2.Params()) params.push_back(p);
+  AdamOptions ao;
+  ao.learning_rate = 0.005;
+  Adam<float> adam(ao);
+  const std::vector<std::int64_t> train_labels = LabelsOf(ds, ds.train), test_labels = LabelsOf(ds, ds.test);
+  constexpr double kDrop = 0.6;
+  auto forward = [&](bool training, LayerCache<float>& c1, LayerCache<float>& c2,
+                     Matrix<float>& dh_dpre) -> Matrix<float> {
+    Matrix<float> x = ds.features;
+    if (training) {  // on the non-zero features only, as for the GCN
+      for (Eigen::Index i = 0; i < x.size(); ++i) {
+        if (x.data()[i] == 0.0f) continue;
+        x.data()[i] = drop.Uniform() < kDrop ? 0.0f : x.data()[i] / static_cast<float>(1 - kDrop);
+      }
+    }
+    Matrix<float> h = *l1.Forward(x, g.adjacency, c1);
+    // ELU; its derivative from the output: 1 above zero, exp(pre) = h + 1 below.
+    h = h.unaryExpr([](float v) { return v > 0 ? v : std::expm1(v); });
+    dh_dpre = h.unaryExpr([](float v) { return v > 0 ? 1.0f : v + 1.0f; });
+    if (training) {
+      const Matrix<float> d = DropoutMask(h.rows(), h.cols(), kDrop, drop);
+      h.array() *= d.array();
+      dh_dpre.array() *= d.array();
+    }
+    return *l2.Forward(h, g.adjacency, c2);
+  };
+  const int epochs = kShort ? 3 : 200;
+  double first = 0, last = 0;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    LayerCache<float> c1, c2;
+    Matrix<float> dh_dpre;
+    const Matrix<float> logits = forward(true, c1, c2, dh_dpre);
+    auto lg = SoftmaxCrossEntropy<float>(Rows(logits, ds.train), train_labels);
+    ASSERT_TRUE(lg.ok()) << lg.status();
+    if (epoch == 0) first = lg->loss;
+    last = lg->loss;
+    Matrix<float> dlogits = Matrix<float>::Zero(logits.rows(), logits.cols());
+    for (size_t i = 0; i < ds.train.size(); ++i) dlogits.row(ds.train[i]) = lg->dlogits.row(static_cast<Eigen::Index>(i));
+    auto dh = l2.Backward(dlogits, c2);
+    ASSERT_TRUE(dh.ok()) << dh.status();
+    dh->array() *= dh_dpre.array();
+    ASSERT_TRUE(l1.Backward(*dh, c1).ok());
+    // L2 (the paper's loss term) on weights and attention vectors, not on the biases.
+    for (Param<float>* p : params) {
+      if (p->name.find(".bias") == std::string::npos) p->grad += 5e-4f * p->value;
+    }
+    adam.Step(params);
+    for (Param<float>* p : params) p->ZeroGrad();
+  }
+  EXPECT_LT(last, first);
+  if (kShort) GTEST_SKIP() << "unoptimised build: " << epochs << " epochs, loss " << first << " -> " << last;
+  LayerCache<float> c1, c2;
+  Matrix<float> unused;
+  const Matrix<float> logits = forward(false, c1, c2, unused);
+  const double accuracy = Accuracy<float>(Rows(logits, ds.test), test_labels);
+  // Veličković et al. 2018, Table 2: 83.0% ± 0.7 (mean over 100 runs); one seed here.
+  EXPECT_GT(accuracy, 0.78) << "test accuracy " << accuracy;
+  EXPECT_LT(accuracy, 0.87) << "test accuracy " << accuracy;
+  std::printf("GAT on Cora: test accuracy %.3f (Veličković et al.: 0.830)\n", accuracy);
 }
 
 TEST(GnnTraining, MiniBatchGraphSageOnCoraLearns) {

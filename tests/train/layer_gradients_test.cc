@@ -19,6 +19,7 @@
 #include "testbed/train/pool2d.h"
 #include "testbed/train/relu.h"
 #include "testbed/train/row_parallel_linear.h"
+#include "testbed/train/gat_layer.h"
 #include "testbed/train/gcn_layer.h"
 #include "testbed/train/sage_layer.h"
 #include "testbed/train/sequential_model.h"
@@ -525,6 +526,112 @@ TEST(LayerGradients, GcnRenormalisedAggregation) {
   const Matrix<double> alone = x.row(2) * w[0]->value + w[1]->value;
   for (Eigen::Index c = 0; c < 4; ++c) EXPECT_NEAR((*y)(2, c), alone(0, c), 1e-12);
   EXPECT_FALSE(layer.Forward(x, graph, std::vector<std::int64_t>{1, 2}, cache).ok());  // degrees per row
+}
+
+// A small irregular graph for GAT: 3 targets among 5 rows; target 0 reads rows 1, 3, 4 (3 is
+// no target), target 1 reads row 0, target 2 has no neighbours (its self-loop alone).
+Csr GatTestGraph() {
+  Csr graph;
+  graph.offsets = {0, 3, 4, 4};
+  graph.neighbors = {1, 3, 4, 0};
+  return graph;
+}
+
+void CheckGatGradients(GatCombine combine, std::int64_t heads, std::uint64_t seed) {
+  Rng rng(seed);
+  GatLayer<double> layer("gat", 3, 4, heads, combine, rng);
+  ASSERT_EQ(layer.Params().size(), 4u);
+  Randomize(layer.Params(), seed * 10);
+  const Csr graph = GatTestGraph();
+  const Matrix<double> x = RandomMatrix(5, 3, seed + 1);
+  // Both sides of the LeakyReLU must be checked where the softmax has a gradient: among the
+  // scores of the targets with neighbours, some positive and some negative.
+  const std::vector<Param<double>*> p = layer.Params();
+  const Matrix<double> z = x * p[0]->value;
+  int positive = 0, negative = 0;
+  for (std::int64_t i = 0; i < 2; ++i) {
+    std::vector<std::int64_t> reads = {i};
+    for (std::int64_t e = graph.offsets[i]; e < graph.offsets[i + 1]; ++e) reads.push_back(graph.neighbors[e]);
+    for (Eigen::Index k = 0; k < heads; ++k) {
+      for (std::int64_t j : reads) {
+        const double u =
+            z.row(i).segment(4 * k, 4).dot(p[2]->value.row(k)) + z.row(j).segment(4 * k, 4).dot(p[1]->value.row(k));
+        (u > 0 ? positive : negative) += 1;
+      }
+    }
+  }
+  EXPECT_GE(positive, 2);
+  EXPECT_GE(negative, 2);
+  CheckGradients([&](const Matrix<double>& in, LayerCache<double>& c) { return layer.Forward(in, graph, c); },
+                 [&](const Matrix<double>& dy, const LayerCache<double>& c) { return layer.Backward(dy, c); },
+                 layer.Params(), x, true);
+}
+
+TEST(LayerGradients, GatConcatenatedHeads) { CheckGatGradients(GatCombine::kConcat, 2, 21); }
+
+TEST(LayerGradients, GatAveragedHeads) { CheckGatGradients(GatCombine::kMean, 3, 12); }
+
+TEST(LayerGradients, GatWithZeroAttentionAveragesItsNeighbourhood) {
+  const Csr graph = GatTestGraph();
+  const Matrix<double> x = RandomMatrix(5, 3, 17);
+  // Each target's rows, self first: the closed form is the mean of z over them, plus bias.
+  const std::vector<std::vector<Eigen::Index>> reads = {{0, 1, 3, 4}, {1, 0}, {2}};
+  for (GatCombine combine : {GatCombine::kConcat, GatCombine::kMean}) {
+    Rng rng(13);
+    GatLayer<double> layer("gat", 3, 4, 2, combine, rng);
+    Randomize(layer.Params(), 90);
+    const std::vector<Param<double>*> p = layer.Params();
+    p[1]->value.setZero();
+    p[2]->value.setZero();
+    LayerCache<double> cache;
+    auto y = layer.Forward(x, graph, cache);
+    ASSERT_TRUE(y.ok()) << y.status();
+    ASSERT_EQ(y->cols(), layer.out_cols());
+    const Matrix<double> z = x * p[0]->value;  // [5, 2 heads * 4]
+    for (size_t i = 0; i < reads.size(); ++i) {
+      Matrix<double> mean = Matrix<double>::Zero(1, 8);
+      for (Eigen::Index j : reads[i]) mean += z.row(j) / static_cast<double>(reads[i].size());
+      const Matrix<double> expect =
+          (combine == GatCombine::kConcat ? mean : Matrix<double>((mean.leftCols(4) + mean.rightCols(4)) / 2.0)) +
+          p[3]->value;
+      for (Eigen::Index c = 0; c < expect.cols(); ++c) {
+        EXPECT_NEAR((*y)(static_cast<Eigen::Index>(i), c), expect(0, c), 1e-12) << "target " << i << " column " << c;
+      }
+    }
+  }
+}
+
+TEST(LayerGradients, GatRejectsMalformedInputsNamingTheLayer) {
+  Rng rng(14);
+  GatLayer<double> layer("gat7", 3, 2, 2, GatCombine::kConcat, rng, /*bias=*/false);
+  EXPECT_EQ(layer.Params().size(), 3u);
+  const Matrix<double> x = RandomMatrix(5, 3, 18);
+  auto expect_invalid = [&](const Matrix<double>& in, const Csr& graph, const char* what) {
+    LayerCache<double> cache;
+    auto y = layer.Forward(in, graph, cache);
+    ASSERT_EQ(y.status().code(), absl::StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(y.status().message().find("gat7"), std::string::npos) << what << ": " << y.status();
+  };
+  Csr g = GatTestGraph();
+  expect_invalid(RandomMatrix(5, 4, 1), g, "input width");
+  g.offsets = {1, 3, 4, 4};
+  expect_invalid(x, g, "offsets not from 0");
+  g.offsets = {0, 3, 4, 3};
+  expect_invalid(x, g, "offsets not ending at the neighbours");
+  g.offsets = {0, 3, 2, 4};
+  expect_invalid(x, g, "decreasing offsets");
+  g = GatTestGraph();
+  g.neighbors[2] = 5;
+  expect_invalid(x, g, "neighbour outside x");
+  g = GatTestGraph();
+  expect_invalid(RandomMatrix(2, 3, 2), g, "more targets than rows");
+  // Backward: no cache, then an output gradient of the wrong shape.
+  LayerCache<double> cache;
+  EXPECT_EQ(layer.Backward(Matrix<double>::Zero(3, 4), cache).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(layer.Forward(x, GatTestGraph(), cache).ok());
+  EXPECT_EQ(layer.Backward(Matrix<double>::Zero(3, 2), cache).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(layer.Backward(Matrix<double>::Zero(2, 4), cache).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(layer.Backward(Matrix<double>::Zero(3, 4), cache).ok());
 }
 
 TEST(LayerGradients, SageRejectsNeighbourOutsideTheBatch) {

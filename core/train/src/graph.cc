@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

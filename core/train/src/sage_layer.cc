@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "graph_checks.h"
 #include "shape_checks.h"
 #include "testbed/status_macros.h"
 
@@ -24,23 +25,13 @@ template <typename T>
 absl::StatusOr<Matrix<T>> SageMeanLayer<T>::Forward(const Matrix<T>& x, const Csr& graph, LayerCache<T>& cache) {
   const std::string& name = w_self_.name;
   TESTBED_RETURN_IF_ERROR(CheckCols(name, "input", x.cols(), w_self_.value.rows()));
+  TESTBED_RETURN_IF_ERROR(CheckGraph(name, graph, x.rows()));
   const std::int64_t m = graph.targets();
-  if (m < 0 || m > x.rows() || graph.offsets.front() != 0 ||
-      graph.offsets.back() != static_cast<std::int64_t>(graph.neighbors.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": malformed graph (", m, " targets, ", x.rows(), " nodes)"));
-  }
   Matrix<T> agg = Matrix<T>::Zero(m, x.cols());
   for (std::int64_t i = 0; i < m; ++i) {
     const std::int64_t begin = graph.offsets[static_cast<size_t>(i)];
     const std::int64_t end = graph.offsets[static_cast<size_t>(i) + 1];
-    if (end < begin) return absl::InvalidArgumentError(absl::StrCat(name, ": offsets decrease at target ", i));
-    for (std::int64_t k = begin; k < end; ++k) {
-      const std::int64_t j = graph.neighbors[static_cast<size_t>(k)];
-      if (j < 0 || j >= x.rows()) {
-        return absl::InvalidArgumentError(absl::StrCat(name, ": neighbour ", j, " of target ", i, " is not a row of x"));
-      }
-      agg.row(i) += x.row(j);
-    }
+    for (std::int64_t k = begin; k < end; ++k) agg.row(i) += x.row(graph.neighbors[static_cast<size_t>(k)]);
     if (end > begin) agg.row(i) /= static_cast<T>(end - begin);
   }
   Matrix<T> y = x.topRows(m) * w_self_.value + agg * w_neigh_.value;
