@@ -1,7 +1,8 @@
 // Graphs and neighbour sampling: the shipped Cora and CiteSeer with their published sizes,
 // edge lists from users (with errors at their file and line), R-MAT's determinism and
 // skew, and GraphSAGE sampling against the adjacency (every sampled neighbour is one, as
-// many as the fanout allows, none twice) and across epochs.
+// many as the fanout allows, none twice) and across epochs; sampling on threads gives the
+// same batches for any number of threads.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 
 #include "testbed/train/graph.h"
 #include "testbed/train/neighbor_sampler.h"
+#include "testbed/train/parallel_sampler.h"
 
 namespace testbed::train {
 namespace {
@@ -169,6 +171,60 @@ TEST(NeighborSampling, EpochBatchesCoverEveryVertexOnceAndShuffleByEpoch) {
   EXPECT_EQ(all, train);
   EXPECT_NE(e0, e1);
   EXPECT_EQ(e0, EpochBatches(train, 10, 5, 0));
+}
+
+TEST(NeighborSampling, ThreadsGiveTheSameBatchesAsOneThread) {
+  auto g = GenerateRmat(1 << 12, 40000, RmatOptions{});
+  ASSERT_TRUE(g.ok());
+  std::vector<std::int64_t> all(1 << 12);
+  for (size_t v = 0; v < all.size(); ++v) all[v] = static_cast<std::int64_t>(v);
+  const auto batches = EpochBatches(all, 100, 3, 2);  // 41 batches, the last of 96
+  SamplingOptions o{{25, 10}, 3, 2, 1};
+  auto one = SampleBatches(*g, batches, o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->size(), batches.size());
+  // Each batch is SampleNeighbors with its own seed.
+  for (size_t b : {size_t{0}, size_t{7}, batches.size() - 1}) {
+    Rng rng(BatchSeed(3, 2, static_cast<std::int64_t>(b)));
+    auto alone = SampleNeighbors(*g, batches[b], o.fanouts, rng);
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ((*one)[b].hops, alone->hops) << "batch " << b;
+  }
+  EXPECT_NE((*one)[0].hops[2], (*one)[1].hops[2]);
+  for (int threads : {2, 3, 8, 64}) {
+    o.threads = threads;
+    auto many = SampleBatches(*g, batches, o);
+    ASSERT_TRUE(many.ok()) << many.status();
+    ASSERT_EQ(many->size(), one->size());
+    for (size_t b = 0; b < one->size(); ++b) {
+      ASSERT_EQ((*many)[b].hops, (*one)[b].hops) << threads << " threads, batch " << b;
+      for (size_t k = 0; k < (*one)[b].blocks.size(); ++k) {
+        EXPECT_EQ((*many)[b].blocks[k].offsets, (*one)[b].blocks[k].offsets);
+        EXPECT_EQ((*many)[b].blocks[k].neighbors, (*one)[b].blocks[k].neighbors);
+      }
+    }
+  }
+  // Another epoch, other batches.
+  o.epoch = 3;
+  auto other = SampleBatches(*g, batches, o);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE((*other)[0].hops[2], (*one)[0].hops[2]);
+}
+
+TEST(NeighborSampling, ThreadedErrorsNameTheFirstBadBatchWhateverTheThreads) {
+  auto g = GenerateRmat(256, 2000, RmatOptions{});
+  ASSERT_TRUE(g.ok());
+  std::vector<std::vector<std::int64_t>> batches = {{0, 1}, {2, 3}, {4, 256}, {5, 999}};
+  for (int threads : {1, 4}) {
+    auto r = SampleBatches(*g, batches, SamplingOptions{{5}, 1, 0, threads});
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("batch 2: ")) << threads;
+  }
+  auto none = SampleBatches(*g, batches, SamplingOptions{{5}, 1, 0, 0});
+  EXPECT_THAT(std::string(none.status().message()), HasSubstr("sampling threads = 0"));
+  auto empty = SampleBatches(*g, {}, SamplingOptions{{5}, 1, 0, 4});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
 }
 
 }  // namespace
