@@ -2,13 +2,17 @@
 // duplicates are exactly the set intersection and the fresh vertices the set difference
 // (std::set_intersection / std::set_difference of the sorted ids), each in the batch's
 // order, for 1 to 8 threads and batches large enough to be cut into slices; a new resident
-// set replaces the old one; ids outside the graph are refused by position.
+// set replaces the old one; ids outside the graph are refused by position. The CUDA twin
+// equals the CPU (skipped without CUDA or a GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
 #include "duplicate_detection.h"
+#if defined(TESTBED_BRGRAPH_HAS_CUDA)
+#include "duplicate_detection_cuda.h"
+#endif
 
 namespace testbed::brgraph {
 namespace {
@@ -88,6 +92,29 @@ TEST(DuplicateDetection, IdsOutsideTheGraphAreRefusedByPosition) {
   EXPECT_TRUE(out.duplicates.empty());
   const absl::Status neg = d.Detect(std::vector<std::int64_t>{0, -1}, out);
   EXPECT_NE(neg.message().find("batch vertex -1 (position 1)"), std::string::npos) << neg;
+}
+
+TEST(DuplicateDetectionCuda, EqualsTheCpu) {
+#if !defined(TESTBED_BRGRAPH_HAS_CUDA)
+  GTEST_SKIP() << "built without CUDA";
+#else
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no usable GPU (cudaGetDeviceCount failed or found none)";
+  std::mt19937_64 rng(12);
+  constexpr std::int64_t kVertices = 1 << 20;
+  DuplicateDetector cpu(kVertices, 2);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{300000}}) {
+    const std::vector<std::int64_t> resident = Distinct(kVertices, 200000, rng);
+    const std::vector<std::int64_t> batch = Distinct(kVertices, n, rng);
+    ASSERT_TRUE(cpu.SetResident(resident).ok());
+    Detection want;
+    ASSERT_TRUE(cpu.Detect(batch, want).ok());
+    std::vector<std::int64_t> duplicates, fresh;
+    const std::string err = DetectDuplicatesCuda(kVertices, resident, batch, duplicates, fresh);
+    ASSERT_TRUE(err.empty()) << err;
+    EXPECT_EQ(duplicates, want.duplicates) << n;
+    EXPECT_EQ(fresh, want.fresh) << n;
+  }
+#endif
 }
 
 }  // namespace
