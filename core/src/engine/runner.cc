@@ -199,12 +199,6 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
   for (const Reference& r : experiment.references()) header.references.push_back({r.arm, r.point, r.value});
 
   std::error_code ec;
-  if (options.fresh && !options.dry_run && std::filesystem::exists(summary.output, ec)) {
-    absl::StatusOr<std::string> backup = ResultsFile::MoveAside(summary.output);
-    if (!backup.ok()) return backup.status();
-    if (options.progress) std::fprintf(options.progress, "previous results kept as %s\n", backup->c_str());
-  }
-
   std::vector<size_t> todo;
   std::optional<ResultsFile> file;
   if (options.dry_run) {
@@ -243,6 +237,13 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
       }
     }
     return summary;
+  }
+  // --fresh: the old file moved aside by the process that writes (under mpirun every process
+  // runs this command, and only the first may touch the file).
+  if (options.fresh && std::filesystem::exists(summary.output, ec)) {
+    absl::StatusOr<std::string> backup = ResultsFile::MoveAside(summary.output);
+    if (!backup.ok()) return backup.status();
+    if (options.progress) std::fprintf(options.progress, "previous results kept as %s\n", backup->c_str());
   }
   auto opened = ResultsFile::Open(summary.output, header);
   if (!opened.ok()) return opened.status();
