@@ -51,3 +51,15 @@ function(testbed_add_plugin name)
     endif()
   endif()
 endfunction()
+
+# testbed_add_cuda_twin(<library> <DEFINE> <sources...>): when the build has CUDA, compiles the
+# CUDA twins of a plugin's algorithm into <library>, defines <DEFINE>=1 for it and its users
+# (tests skip the GPU checks without it) and links the CUDA runtime. Without CUDA, nothing.
+function(testbed_add_cuda_twin library define)
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if("CUDA" IN_LIST languages)
+    target_sources(${library} PRIVATE ${ARGN})
+    target_compile_definitions(${library} PUBLIC ${define}=1)
+    target_link_libraries(${library} PUBLIC CUDA::cudart)
+  endif()
+endfunction()

@@ -51,6 +51,14 @@ Matrix<float> Rows(const Matrix<float>& m, const std::vector<std::int64_t>& rows
   return out;
 }
 
+// The inverse of Rows: `m`'s rows placed at `rows` of a zero matrix of `total` rows (the
+// gradient of the whole graph's logits from that of the labelled vertices' rows).
+Matrix<float> ScatterRows(const Matrix<float>& m, const std::vector<std::int64_t>& rows, Eigen::Index total) {
+  Matrix<float> out = Matrix<float>::Zero(total, m.cols());
+  for (size_t i = 0; i < rows.size(); ++i) out.row(rows[i]) = m.row(static_cast<Eigen::Index>(i));
+  return out;
+}
+
 std::vector<std::int64_t> LabelsOf(const GraphDataset& ds, const std::vector<std::int64_t>& vertices) {
   std::vector<std::int64_t> out;
   for (std::int64_t v : vertices) out.push_back(ds.labels[static_cast<size_t>(v)]);
@@ -100,8 +108,7 @@ TEST(GnnTraining, FullBatchGcnOnCoraReachesThePapersAccuracy) {
     ASSERT_TRUE(lg.ok()) << lg.status();
     if (epoch == 0) first = lg->loss;
     last = lg->loss;
-    Matrix<float> dlogits = Matrix<float>::Zero(logits.rows(), logits.cols());
-    for (size_t i = 0; i < ds.train.size(); ++i) dlogits.row(ds.train[i]) = lg->dlogits.row(static_cast<Eigen::Index>(i));
+    const Matrix<float> dlogits = ScatterRows(lg->dlogits, ds.train, logits.rows());
     Matrix<float> dh = *l2.Backward(dlogits, c2);
     dh.array() *= mask_hidden.array();
     ASSERT_TRUE(l1.Backward(dh, c1).ok());
@@ -170,8 +177,7 @@ TEST(GnnTraining, FullBatchGatOnCoraReachesThePapersAccuracy) {
     ASSERT_TRUE(lg.ok()) << lg.status();
     if (epoch == 0) first = lg->loss;
     last = lg->loss;
-    Matrix<float> dlogits = Matrix<float>::Zero(logits.rows(), logits.cols());
-    for (size_t i = 0; i < ds.train.size(); ++i) dlogits.row(ds.train[i]) = lg->dlogits.row(static_cast<Eigen::Index>(i));
+    const Matrix<float> dlogits = ScatterRows(lg->dlogits, ds.train, logits.rows());
     auto dh = l2.Backward(dlogits, c2);
     ASSERT_TRUE(dh.ok()) << dh.status();
     dh->array() *= dh_dpre.array();
