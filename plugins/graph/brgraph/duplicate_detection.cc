@@ -16,13 +16,15 @@ constexpr size_t kMinPerThread = 4096;
 DuplicateDetector::DuplicateDetector(std::int64_t vertices, int threads)
     : vertices_(std::max<std::int64_t>(vertices, 0)),
       threads_(std::max(threads, 1)),
-      stamp_(std::make_unique<std::atomic<std::uint32_t>[]>(static_cast<size_t>(vertices_))) {
-  for (std::int64_t v = 0; v < vertices_; ++v) stamp_[static_cast<size_t>(v)].store(0, std::memory_order_relaxed);
+      stamp_(std::make_unique<std::atomic<std::uint32_t>[]>(static_cast<size_t>(vertices_))) {}  // zeroed
+
+size_t DuplicateDetector::Parts(size_t n) const noexcept {
+  return std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(threads_), n / kMinPerThread));
 }
 
 template <typename Fn>
 void DuplicateDetector::Slices(size_t n, Fn&& fn) {
-  const size_t parts = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(threads_), n / kMinPerThread));
+  const size_t parts = Parts(n);
   std::vector<std::thread> helpers;
   for (size_t t = 1; t < parts; ++t) helpers.emplace_back([&, t] { fn(t, n * t / parts, n * (t + 1) / parts); });
   fn(size_t{0}, size_t{0}, n / parts);
@@ -57,21 +59,20 @@ absl::Status DuplicateDetector::Detect(std::span<const std::int64_t> batch, Dete
   }
   const std::uint32_t g = generation_;
   const size_t n = batch.size();
-  // One flag per id, then per slice its count of duplicates; offsets by prefix sum.
+  // One flag per id and per slice its count of duplicates; a prefix sum turns the counts into
+  // where each slice's duplicates start.
+  const size_t parts = Parts(n);
   std::vector<std::uint8_t> dup(n);
-  std::vector<size_t> counts(static_cast<size_t>(threads_) + 1, 0);
+  std::vector<size_t> dup_at(parts + 1, 0);
   Slices(n, [&](size_t t, size_t begin, size_t end) {
     size_t c = 0;
     for (size_t i = begin; i < end; ++i) {
       dup[i] = stamp_[static_cast<size_t>(batch[i])].load(std::memory_order_relaxed) == g ? 1 : 0;
       c += dup[i];
     }
-    counts[t + 1] = c;
+    dup_at[t + 1] = c;
   });
-  // Slice t covers [n t / parts, n (t + 1) / parts): recompute the bounds to place its output.
-  const size_t parts = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(threads_), n / kMinPerThread));
-  std::vector<size_t> dup_at(parts + 1, 0);
-  for (size_t t = 0; t < parts; ++t) dup_at[t + 1] = dup_at[t] + counts[t + 1];
+  for (size_t t = 0; t < parts; ++t) dup_at[t + 1] += dup_at[t];
   out.duplicates.resize(dup_at[parts]);
   out.fresh.resize(n - dup_at[parts]);
   Slices(n, [&](size_t t, size_t begin, size_t end) {

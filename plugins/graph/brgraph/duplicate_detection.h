@@ -37,7 +37,9 @@ class DuplicateDetector {
   [[nodiscard]] int threads() const noexcept { return threads_; }
 
  private:
-  // Runs fn(t, begin, end) for slices t of [0, n), on up to threads_ threads.
+  // How many slices a range of n ids is cut into (at most threads_).
+  [[nodiscard]] size_t Parts(size_t n) const noexcept;
+  // Runs fn(t, begin, end) for the Parts(n) slices t of [0, n), each on its own thread.
   template <typename Fn>
   void Slices(size_t n, Fn&& fn);
 
