@@ -104,8 +104,33 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       // Cross-entropy on fp32 logits: read, exp, reduce, write the gradient.
       b.out.push_back({"cross_entropy", KernelKind::kMemory, 0.0, 4.0 * tokens * v / t * (b.backward ? 2.0 : 3.0)});
       break;
-    case LayerKind::kGnn:
+    case LayerKind::kGnn: {
+      if (l.gnn_op == GnnOp::kNone) break;  // a graph layer of no known operator has no kernels
+      // One seed's sampling tree (Layer::gnn_targets_per_sample) times the seeds: the targets
+      // updated, their sampled neighbours (edges) and the input rows (targets and neighbours).
+      const double targets = samples * l.gnn_targets_per_sample, fan = static_cast<double>(l.gnn_fanout);
+      const double edges = targets * fan, rows = targets * (1.0 + fan), in = f;
+      switch (l.gnn_op) {
+        case GnnOp::kSage:
+          b.Memory("neighbour_mean", edges * in + targets * in, 1);
+          b.Gemm("self", targets, h, in);
+          b.Gemm("neighbour", targets, h, in);
+          break;
+        case GnnOp::kGcn:
+          b.Gemm("project", rows, h, in);
+          b.Memory("aggregate", (edges + targets) * h + targets * h, 1);
+          break;
+        case GnnOp::kGat:
+          b.Gemm("project", rows, h, in);
+          b.Memory("attention_scores", (edges + targets) * std::max(1.0, a), 3);
+          b.Memory("attention_softmax", (edges + targets) * std::max(1.0, a), 3);
+          b.Memory("aggregate", (edges + targets) * h + targets * h, 1);
+          break;
+        case GnnOp::kNone: break;
+      }
+      b.Memory("bias_activation", targets * h, 2);
       break;
+    }
     case LayerKind::kDense:
       // fp32 rows x (in -> out) and the activation that follows.
       b.Gemm("dense", samples, h, static_cast<double>(l.ffn_hidden));

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "memory_budget.h"
+#include "model_gnn.h"
 
 namespace testbed {
 
@@ -95,10 +96,12 @@ absl::Status CheckShape(const ModelShape& s) {
   auto bad = [&](std::string what) {
     return absl::InvalidArgumentError(absl::StrCat("model '", s.name, "': ", what));
   };
-  if (s.family != "gpt" && s.family != "bert" && s.family != "moe-gpt" && s.family != "mlp" && s.family != "cnn") {
-    return bad(absl::StrCat("family '", s.family, "' is not one of gpt, bert, moe-gpt, mlp, cnn"));
+  if (s.family != "gpt" && s.family != "bert" && s.family != "moe-gpt" && s.family != "mlp" && s.family != "cnn" &&
+      s.family != "gnn") {
+    return bad(absl::StrCat("family '", s.family, "' is not one of gpt, bert, moe-gpt, mlp, cnn, gnn"));
   }
   if (s.family == "cnn") return CheckCnnShape(s);
+  if (s.family == "gnn") return absl::OkStatus();  // BuildGnn checks its shape
   if (s.family == "mlp") {
     // layers = 0: the classifier alone, a linear model (logistic or least-squares regression).
     if (s.layers < 0) return bad("an mlp needs layers >= 0 (hidden layers)");
@@ -295,6 +298,7 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
   if (absl::Status st = CheckGraphSize(shape, records); !st.ok()) return st;
   if (shape.family == "mlp") return BuildMlp(shape);
   if (shape.family == "cnn") return BuildCnn(shape);
+  if (shape.family == "gnn") return BuildGnn(shape);
   ModelGraph g;
   g.shape = shape;
   const std::int64_t h = shape.hidden, s = shape.seq_len, a = shape.heads, v = shape.vocab;

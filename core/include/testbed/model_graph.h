@@ -14,6 +14,11 @@ namespace testbed {
 enum class LayerKind { kEmbedding, kAttention, kMlp, kMoe, kHead, kGnn, kDense, kConv, kGiven };
 [[nodiscard]] const char* LayerKindName(LayerKind kind) noexcept;
 
+// The graph layer of a GNN (family "gnn"): GraphSAGE with mean aggregation (Hamilton et al.
+// 2017), GCN (Kipf & Welling 2017) or GAT (Velickovic et al. 2018), as core/train implements them.
+enum class GnnOp { kNone, kSage, kGcn, kGat };
+[[nodiscard]] const char* GnnOpName(GnnOp op) noexcept;
+
 // A layer whose cost the user measured (family "layers"): its forward and backward time for a
 // micro-batch of `micro_batch` samples, its parameters and the bytes it keeps and hands on per
 // sample; `repeat` copies of it follow one another.
@@ -34,10 +39,13 @@ struct GivenLayer {
 // convolutional classifier (family "cnn": square images of `channels` x `image_size` x
 // `image_size` pixels, one convolution block per entry of `conv_channels` (3x3 convolution,
 // stride 1, zero padding 1, ReLU, 2x2 max-pooling with stride 2), then `layers` (0 or more)
-// dense layers of width `hidden` with GELU, then `vocab` classes; seq_len 1).
+// dense layers of width `hidden` with GELU, then `vocab` classes; seq_len 1), or of a
+// sampling-based GNN node classifier (family "gnn": `inputs` features per vertex, one graph
+// layer of kind `gnn_layer` per entry of `fanouts`, hidden width `hidden`, `vocab` classes;
+// a sample is one seed vertex of a mini-batch, seq_len 1).
 struct ModelShape {
   std::string name;
-  std::string family = "gpt";  // "gpt" (causal) | "bert" (bidirectional) | "moe-gpt" | "mlp" | "cnn" | "layers"
+  std::string family = "gpt";  // "gpt" (causal) | "bert" (bidirectional) | "moe-gpt" | "mlp" | "cnn" | "gnn" | "layers"
   std::int64_t layers = 0;
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
@@ -55,6 +63,10 @@ struct ModelShape {
   std::vector<std::int64_t> conv_channels;
   // family "layers": the chain of layers as given, with no embedding or head unless listed.
   std::vector<GivenLayer> given;
+  // gnn: neighbours sampled per vertex at each hop, from the seeds outward (GraphSAGE's
+  // 25, 10); one graph layer per hop, the first layer applied to the farthest hop.
+  std::vector<std::int64_t> fanouts;
+  std::string gnn_layer = "sage";  // gnn: "sage" | "gcn" | "gat" (GAT: `heads` heads per hidden layer)
 };
 
 // One layer. Per-sample figures are for one sequence of seq_len tokens, no tensor
@@ -101,6 +113,14 @@ struct Layer {
   std::int64_t conv_out_channels = 0;
   std::int64_t conv_image_size = 0;
   std::int64_t conv_kernel = 0;
+  // kGnn (family gnn): a graph layer from `ffn_hidden` to `hidden` features per vertex. Its
+  // per-sample figures are for one seed vertex's sampling tree without overlap: the layer
+  // updates gnn_targets_per_sample vertices, each from gnn_fanout sampled neighbours and
+  // itself (an upper bound; sampled mini-batches share vertices, StepInput::layer_samples
+  // carries what a sampled batch really holds).
+  GnnOp gnn_op = GnnOp::kNone;
+  std::int64_t gnn_fanout = 0;
+  double gnn_targets_per_sample = 0;
 };
 
 struct ModelGraph {

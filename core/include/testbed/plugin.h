@@ -21,7 +21,8 @@ namespace testbed {
 // 3: plans as lists of stages, self-describing tasks, the build identity below.
 // 4: tasks pinned to link classes (Task::links), weights split over them (Plan::param_links),
 //    the shard_planner kind.
-inline constexpr std::uint32_t kAbiVersion = 4;
+// 5: GNN layers in the model graph (Layer::gnn_*, ModelShape::fanouts), the feature_loader kind.
+inline constexpr std::uint32_t kAbiVersion = 5;
 
 // The build identity of this compilation (testbed/build_identity.h).
 inline constexpr const char* kBuildIdentity = TESTBED_BUILD_IDENTITY;

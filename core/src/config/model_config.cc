@@ -15,16 +15,16 @@ const std::vector<ParamSpec>& ModelSchema() {
   static const std::vector<ParamSpec> schema = {
       ParamSpec::String("name", "").Doc("model name shown in tables"),
       ParamSpec::String("doc", "").Doc("one line about the model and where its shape comes from"),
-      ParamSpec::Choice("family", "gpt", {"gpt", "bert", "moe-gpt", "mlp", "cnn", "layers"})
-          .Doc("causal GPT, bidirectional BERT, GPT with MoE FFNs, an MLP classifier, a convolutional classifier, or "
-               "layers with measured times"),
+      ParamSpec::Choice("family", "gpt", {"gpt", "bert", "moe-gpt", "mlp", "cnn", "gnn", "layers"})
+          .Doc("causal GPT, bidirectional BERT, GPT with MoE FFNs, an MLP classifier, a convolutional classifier, a "
+               "sampling-based GNN node classifier, or layers with measured times"),
       ParamSpec::Int("layers", 0).Range(0, 1 << 24).Unit("blocks")
           .Doc("transformer blocks (mlp: hidden layers, cnn: dense layers after the conv blocks, 0 or more; others "
                ">= 1); required but for family layers"),
       ParamSpec::Int("hidden", 0).Range(1, 1 << 24).Unit("elements")
           .Doc("hidden size h (cnn: width of the dense layers, needed when layers > 0); required but for families "
                "layers and cnn"),
-      ParamSpec::Int("heads", 0).Range(0, 1 << 20).Unit("heads").Doc("attention heads a (h divisible by a; transformers only)"),
+      ParamSpec::Int("heads", 0).Range(0, 1 << 20).Unit("heads").Doc("attention heads a (h divisible by a; transformers, and gat's hidden layers)"),
       ParamSpec::Int("ffn_hidden", 0).Range(0, 1 << 26).Unit("elements").Doc("FFN inner size; 0 means 4 x hidden"),
       ParamSpec::Int("seq_len", 1024).Range(1, 1 << 24).Unit("tokens").Doc("sequence length s"),
       ParamSpec::Int("vocab", 50257).Range(1, 2147483647).Unit("tokens").Doc("vocabulary size V"),
@@ -32,13 +32,18 @@ const std::vector<ParamSpec>& ModelSchema() {
       ParamSpec::Int("top_k", 1).Range(1, 1 << 20).Unit("experts").Doc("experts each token is routed to"),
       ParamSpec::Bool("tied_embeddings", true).Doc("output head shares the embedding matrix"),
       ParamSpec::Int("inputs", 0).Range(0, 1 << 30).Unit("features")
-          .Doc("mlp: input features; cnn: channels x image_size^2 (derived when left out)"),
+          .Doc("mlp: input features; gnn: features per vertex; cnn: channels x image_size^2 (derived when left out)"),
       ParamSpec::Int("channels", 1).Range(1, 1 << 16).Unit("channels").Doc("cnn: input image channels (1: grey-scale)"),
       ParamSpec::Int("image_size", 0).Range(1, 1 << 16).Unit("pixels")
           .Doc("cnn: rows = columns of the square input images; required for a cnn"),
       ParamSpec::IntList("conv_channels", {}).Range(1, 1 << 16).Unit("channels")
           .Doc("cnn: output channels of each conv block (3x3 convolution, stride 1, padding 1, ReLU, 2x2 max-pooling "
                "with stride 2), first to last; at least one; required for a cnn"),
+      ParamSpec::IntList("fanouts", {}).Range(1, 1 << 20).Unit("neighbours")
+          .Doc("gnn: neighbours sampled per vertex at each hop, seeds outward (e.g. 25, 10); one graph layer per "
+               "entry; required for a gnn"),
+      ParamSpec::Choice("gnn_layer", "sage", {"sage", "gcn", "gat"})
+          .Doc("gnn: GraphSAGE (mean), GCN or GAT layers (GAT: `heads` heads in each hidden layer)"),
       ParamSpec::String("given_csv", "")
           .Doc("family layers: CSV of measured layers (name,fwd_ms,bwd_ms[,params,activation_mib,output_mib,micro_batch,repeat]), relative to this file"),
   };
@@ -193,14 +198,17 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   ParamSet p = ResolveParams(*merged, {}, ModelSchema(), owner, {"given"}, errors);
   if (errors.size() != before) return nullptr;
   const std::string family = Declared<std::string>(p, "family", errors);
-  const bool given = family == "layers", cnn = family == "cnn";
+  const bool given = family == "layers", cnn = family == "cnn", gnn = family == "gnn";
   std::vector<const char*> required;
-  if (!given) required.push_back("layers");
+  if (!given && !gnn) required.push_back("layers");  // a gnn has one layer per fanout
   // An mlp of no hidden layers (a linear model) has no hidden width.
   const toml::node* layers_node = merged->Get({"layers"});
   const bool linear = family == "mlp" && layers_node != nullptr && layers_node->value<std::int64_t>() == 0;
   if (!given && !cnn && !linear) required.push_back("hidden");
   if (cnn) required.insert(required.end(), {"image_size", "conv_channels"});
+  if (gnn) {
+    for (const char* key : {"fanouts", "inputs", "vocab"}) required.push_back(key);
+  }
   for (const char* key : required) {
     if (merged->Get({key}) == nullptr) {
       const auto spec = std::find_if(ModelSchema().begin(), ModelSchema().end(),
@@ -211,6 +219,11 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   for (const char* key : {"channels", "image_size", "conv_channels"}) {
     if (!cnn && merged->Get({key}) != nullptr) {
       errors.Add(merged->Where({key}), absl::StrCat(owner, ": '", key, "' is a key of family \"cnn\", not \"", family, "\""));
+    }
+  }
+  for (const char* key : {"fanouts", "gnn_layer"}) {
+    if (!gnn && merged->Get({key}) != nullptr) {
+      errors.Add(merged->Where({key}), absl::StrCat(owner, ": '", key, "' is a key of family \"gnn\", not \"", family, "\""));
     }
   }
   if (cnn && merged->Get({"conv_channels"}) != nullptr &&
@@ -235,6 +248,8 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   shape.channels = Declared<std::int64_t>(p, "channels", errors);
   shape.image_size = Declared<std::int64_t>(p, "image_size", errors);
   shape.conv_channels = Declared<std::vector<std::int64_t>>(p, "conv_channels", errors);
+  shape.fanouts = Declared<std::vector<std::int64_t>>(p, "fanouts", errors);
+  shape.gnn_layer = Declared<std::string>(p, "gnn_layer", errors);
   if (const toml::node* list = merged->Get({"given"})) {
     const toml::array* arr = list->as_array();
     if (arr == nullptr) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/planning_chain.h"
 #include "absl/strings/str_split.h"
+#include "engine/data_files.h"
 #include "engine/stage_costs.h"
 #include "exec/collective_latency.h"
 #include "exec/data_sources.h"
@@ -31,22 +32,6 @@
 
 namespace testbed {
 namespace {
-
-// Shipped data sets: $TESTBED_DATA_PATH, then <executable>/../share/testbed/data.
-absl::StatusOr<std::string> FindData(const std::string& relative) {
-  std::vector<std::filesystem::path> roots;
-  if (const char* env = std::getenv("TESTBED_DATA_PATH")) {
-    for (absl::string_view p : absl::StrSplit(env, ':', absl::SkipEmpty())) roots.emplace_back(std::string(p));
-  }
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) roots.push_back(exe.parent_path().parent_path() / "share" / "testbed" / "data");
-  for (const auto& root : roots) {
-    if (std::filesystem::is_regular_file(root / relative, ec)) return (root / relative).string();
-  }
-  return absl::NotFoundError(absl::StrCat("data file '", relative, "' not found under TESTBED_DATA_PATH or the "
-                                          "install's share/testbed/data"));
-}
 
 // The executor's "cluster": one node of `n` ranks joined through memory.
 absl::StatusOr<Cluster> CpuCluster(int n, double bandwidth, double latency_s = 2e-6) {

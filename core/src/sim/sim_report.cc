@@ -55,6 +55,31 @@ absl::Status CheckMemory(const Plan& plan, const Cluster& cluster, const SimResu
       static_cast<double>(cluster.spec_of(worst).memory_bytes) / kGiB, worst_short / kGiB));
 }
 
+namespace {
+
+// Host-device copies (StepInput::copies), where a run has any: per iteration, the busiest
+// device's time in copies (start to end, so waiting for a shared PCIe link counts) and bytes.
+void AddHostCopyMetrics(const ReportInputs& in, double steps, MetricSet& m) {
+  std::map<DeviceId, std::pair<double, double>> per_device;  // seconds, bytes
+  for (TaskId t = 0; t < static_cast<TaskId>(in.schedule.size()); ++t) {
+    const Task& task = in.schedule.task(t);
+    if (task.kind != TaskKind::kCopy) continue;
+    auto& [seconds, bytes] = per_device[task.device];
+    seconds += in.result.task_end_s[static_cast<size_t>(t)] - in.result.task_start_s[static_cast<size_t>(t)];
+    bytes += static_cast<double>(task.bytes);
+  }
+  if (per_device.empty()) return;
+  double seconds_max = 0, bytes_max = 0;
+  for (const auto& [device, sb] : per_device) {
+    seconds_max = std::max(seconds_max, sb.first);
+    bytes_max = std::max(bytes_max, sb.second);
+  }
+  m.Add("host_copy_time_s", seconds_max / steps, "s", Better::kLower);
+  m.Add("host_copy_bytes", bytes_max / steps, "B", Better::kLower);
+}
+
+}  // namespace
+
 MetricSet SimMetrics(const ReportInputs& in) {
   const Plan& plan = in.plan;
   const SimResult& r = in.result;
@@ -132,6 +157,7 @@ MetricSet SimMetrics(const ReportInputs& in) {
     b = std::max(b, st.busy_s / steps);
   }
   for (const auto& [kind, busy] : busiest) m.Add(absl::StrCat("link_busy_", LinkKindName(kind), "_s"), busy, "s");
+  AddHostCopyMetrics(in, steps, m);
   return m;
 }
 

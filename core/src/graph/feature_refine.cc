@@ -1,0 +1,229 @@
+// FeatureLoader::Refine (testbed/feature_loader.h): the planning chain's step shared by every
+// feature loader. Samples each data-parallel replica's mini-batches, runs the loader over
+// them (checking every answer), and turns the answers into the run's host-to-device copies,
+// the sampled batches' work per graph layer and the loader's metrics.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "graph/graph_source.h"
+#include "graph/load_checker.h"
+#include "testbed/feature_loader.h"
+#include "testbed/status_macros.h"
+#include "testbed/train/neighbor_sampler.h"
+#include "testbed/train/parallel_sampler.h"
+
+namespace testbed {
+
+std::vector<ParamSpec> FeatureLoaderParams() {
+  return {
+      ParamSpec::String("graph", "rmat")
+          .Doc("the training graph: rmat (generated from vertices, edges, graph_seed), cora or citeseer (shipped, "
+               "their training split), or an edge-list file (src,dst lines, plain or .gz)"),
+      ParamSpec::Int("vertices", 1 << 16).Range(0, 1LL << 34).Unit("vertices")
+          .Doc("rmat: vertices; edge list: ids lie below it (0: one more than the largest id)"),
+      ParamSpec::Int("edges", 1 << 20).Range(0, 1LL << 36).Unit("edges")
+          .Doc("rmat: edges drawn (duplicates and self-loops dropped, so the graph has at most this many)"),
+      ParamSpec::Int("graph_seed", 1).Range(0, 1LL << 62).Doc("rmat: the generator's seed; generated and edge-list "
+                                                               "graphs: the draw of the training vertices"),
+      ParamSpec::Double("train_fraction", 0.66).Range(1e-9, 1).Unit("1")
+          .Doc("generated and edge-list graphs: the share of vertices that are training seeds"),
+      ParamSpec::Int("threads", 1).Range(1, 256).Unit("threads").Doc("CPU threads for sampling and the loader"),
+  };
+}
+
+absl::StatusOr<GraphSource> GraphSourceFrom(const ParamSet& params, const std::string& owner) {
+  ParamReader read(params, owner);
+  GraphSource s;
+  s.graph = read.Get<std::string>("graph");
+  s.vertices = read.Get<std::int64_t>("vertices");
+  s.edges = read.Get<std::int64_t>("edges");
+  s.graph_seed = static_cast<std::uint64_t>(read.Get<std::int64_t>("graph_seed"));
+  s.train_fraction = read.Get<double>("train_fraction");
+  s.threads = static_cast<int>(read.Get<std::int64_t>("threads"));
+  TESTBED_RETURN_IF_ERROR(read.status());
+  if (s.graph.empty()) return absl::InvalidArgumentError(absl::StrCat(owner, ".graph: empty; name a graph"));
+  return s;
+}
+
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One replica's mini-batches in order: global batch g = (iteration x micro_batches + m) x dp
+// + replica of the seeds' epochs (each epoch shuffled by the run's seed, as a distributed
+// sampler deals them), sampled with Rng(BatchSeed(seed, epoch, index)).
+class BatchStream {
+ public:
+  BatchStream(const SourceGraph& g, std::vector<int> fanouts, std::int64_t batch_size, std::uint64_t seed, int threads)
+      : g_(g), fanouts_(std::move(fanouts)), batch_size_(batch_size), seed_(seed), threads_(threads) {}
+
+  // The sampled batches of global indices `globals` (ascending).
+  absl::StatusOr<std::vector<train::SampledBatch>> Sample(const std::vector<std::int64_t>& globals) {
+    std::vector<train::SampledBatch> out;
+    size_t i = 0;
+    while (i < globals.size()) {
+      const std::int64_t epoch = globals[i] / PerEpoch();
+      const std::vector<std::vector<std::int64_t>>& seeds = Epoch(epoch);
+      std::vector<std::vector<std::int64_t>> wanted;
+      std::vector<std::int64_t> index;
+      for (; i < globals.size() && globals[i] / PerEpoch() == epoch; ++i) {
+        index.push_back(globals[i] % PerEpoch());
+        wanted.push_back(seeds[static_cast<size_t>(index.back())]);
+      }
+      // Each batch with the Rng of its index in the epoch, on the threads in turn; the error
+      // of the lowest batch wins, whatever the thread count.
+      std::vector<absl::StatusOr<train::SampledBatch>> got(wanted.size(), absl::UnknownError("not sampled"));
+      auto work = [&](size_t first) {
+        for (size_t j = first; j < wanted.size(); j += static_cast<size_t>(threads_)) {
+          train::Rng rng(train::BatchSeed(seed_, epoch, index[j]));
+          got[j] = train::SampleNeighbors(g_.graph, wanted[j], fanouts_, rng);
+        }
+      };
+      std::vector<std::thread> pool;
+      for (int t = 1; t < threads_ && static_cast<size_t>(t) < wanted.size(); ++t) pool.emplace_back(work, t);
+      work(0);
+      for (std::thread& t : pool) t.join();
+      for (auto& b : got) {
+        if (!b.ok()) return b.status();
+        out.push_back(*std::move(b));
+      }
+    }
+    return out;
+  }
+
+  [[nodiscard]] std::int64_t PerEpoch() const {
+    const auto n = static_cast<std::int64_t>(g_.seeds.size());
+    return (n + batch_size_ - 1) / batch_size_;
+  }
+
+ private:
+  const std::vector<std::vector<std::int64_t>>& Epoch(std::int64_t epoch) {
+    if (epoch != cached_epoch_) {
+      epoch_batches_ = train::EpochBatches(g_.seeds, batch_size_, seed_, epoch);
+      cached_epoch_ = epoch;
+    }
+    return epoch_batches_;
+  }
+
+  const SourceGraph& g_;
+  std::vector<int> fanouts_;
+  std::int64_t batch_size_;
+  std::uint64_t seed_;
+  int threads_;
+  std::int64_t cached_epoch_ = -1;
+  std::vector<std::vector<std::int64_t>> epoch_batches_;
+};
+
+struct Totals {
+  double copied_rows = 0, input_rows = 0, setup_rows = 0, detect_s = 0, sampled_edges = 0, calls = 0;
+  std::int64_t resident_peak = 0, device_rows_peak = 0;
+};
+
+}  // namespace
+
+absl::Status FeatureLoader::Refine(RefineContext& ctx) {
+  const ModelGraph& model = ctx.planning.model;
+  const std::string owner = "feature_loader";
+  if (model.shape.family != "gnn") {
+    return absl::InvalidArgumentError(absl::StrCat("a feature loader needs a model of family \"gnn\"; model '",
+                                                   model.shape.name, "' is of family \"", model.shape.family, "\""));
+  }
+  Plan& plan = ctx.plan;
+  const auto t0 = std::chrono::steady_clock::now();
+  TESTBED_ASSIGN_OR_RETURN(SourceGraph g, LoadSourceGraph(source_, owner));
+  std::vector<std::int64_t> degrees(static_cast<size_t>(g.graph.vertices));
+  for (std::int64_t v = 0; v < g.graph.vertices; ++v) degrees[static_cast<size_t>(v)] = g.graph.Degree(v);
+  FeatureGraph fg;
+  fg.vertices = g.graph.vertices;
+  fg.degrees = degrees;
+  fg.row_bytes = 4 * model.shape.inputs;  // fp32 features
+  fg.threads = source_.threads;
+  std::vector<int> fanouts;
+  for (std::int64_t f : model.shape.fanouts) fanouts.push_back(static_cast<int>(f));
+  const int hops = static_cast<int>(fanouts.size());
+  const int dp = plan.dp(0);
+  const std::int64_t steps = std::max<std::int64_t>(1, ctx.planning.train.steps);
+  BatchStream stream(g, fanouts, plan.micro_batch, ctx.planning.seed, source_.threads);
+  const double sampling_s = Since(t0);
+
+  Totals tot;
+  // Per iteration and layer: the sampled batches' targets in seeds' worth of the model's
+  // per-seed tree (Layer::gnn_targets_per_sample), summed over replicas and micro-batches.
+  std::vector<std::vector<double>> layer_work(static_cast<size_t>(steps), std::vector<double>(static_cast<size_t>(hops)));
+  std::vector<double> micro_batches_of(static_cast<size_t>(steps));
+  for (int r = 0; r < dp; ++r) {
+    const std::int64_t mbs = plan.MicroBatches(0, r);
+    LoadChecker checker(g.graph.vertices);
+    absl::StatusOr<FeatureLoad> begun = Begin(fg);
+    if (!begun.ok()) return begun.status();
+    TESTBED_RETURN_IF_ERROR(checker.Apply(*begun, {}, owner, absl::StrCat("Begin on replica ", r)));
+    tot.setup_rows = std::max(tot.setup_rows, static_cast<double>(begun->copied.size()));
+    tot.resident_peak = std::max(tot.resident_peak, checker.resident_rows());
+    if (!begun->copied.empty()) {
+      ctx.inputs.Mutable(0).copies.push_back(
+          HostTransfer{0, r, -1, static_cast<std::int64_t>(begun->copied.size()) * fg.row_bytes, true, -1});
+    }
+    for (std::int64_t it = 0; it < steps; ++it) {
+      std::vector<std::int64_t> globals;
+      for (std::int64_t m = 0; m < mbs; ++m) globals.push_back((it * mbs + m) * dp + r);
+      TESTBED_ASSIGN_OR_RETURN(std::vector<train::SampledBatch> batches, stream.Sample(globals));
+      StepInput& step = ctx.inputs.Mutable(static_cast<int>(it));
+      for (std::int64_t m = 0; m < mbs; ++m) {
+        const train::SampledBatch& b = batches[static_cast<size_t>(m)];
+        const std::vector<std::int64_t>& rows = b.hops.back();  // every vertex whose features the batch reads
+        absl::StatusOr<FeatureLoad> load = Next(rows);
+        if (!load.ok()) return load.status();
+        TESTBED_RETURN_IF_ERROR(checker.Apply(*load, rows, owner,
+                                              absl::StrCat("Next on replica ", r, ", iteration ", it, ", micro-batch ", m)));
+        tot.copied_rows += static_cast<double>(load->copied.size());
+        tot.input_rows += static_cast<double>(rows.size());
+        tot.detect_s += load->detect_s;
+        tot.sampled_edges += static_cast<double>(b.SampledEdges());
+        tot.calls += 1;
+        tot.resident_peak = std::max(tot.resident_peak, checker.resident_rows());
+        tot.device_rows_peak = std::max(tot.device_rows_peak, checker.device_rows());
+        step.copies.push_back(HostTransfer{0, r, static_cast<int>(m),
+                                           static_cast<std::int64_t>(load->copied.size()) * fg.row_bytes, true, -1});
+        for (int i = 0; i < hops; ++i) {
+          const Layer& l = model.layers[static_cast<size_t>(i)];
+          const auto targets = static_cast<double>(b.hops[static_cast<size_t>(hops - 1 - i)].size());
+          layer_work[static_cast<size_t>(it)][static_cast<size_t>(i)] += targets / l.gnn_targets_per_sample;
+        }
+      }
+      micro_batches_of[static_cast<size_t>(it)] += static_cast<double>(mbs);
+    }
+  }
+  for (std::int64_t it = 0; it < steps; ++it) {
+    StepInput& step = ctx.inputs.Mutable(static_cast<int>(it));
+    for (int i = 0; i < hops; ++i) {
+      const double mean = layer_work[static_cast<size_t>(it)][static_cast<size_t>(i)] /
+                          std::max(1.0, micro_batches_of[static_cast<size_t>(it)]);
+      step.layer_samples[i] = std::max<std::int64_t>(1, std::llround(mean));
+    }
+  }
+  const double per_step = static_cast<double>(dp) * static_cast<double>(steps);
+  const double row = static_cast<double>(fg.row_bytes);
+  MetricSet& m = plan.planner_metrics;
+  m.Add("graph_vertices", static_cast<double>(g.graph.vertices), "vertices");
+  m.Add("graph_edges", static_cast<double>(g.graph.edges()), "edges");
+  m.Add("graph_generated", g.generated ? 1 : 0, "1");
+  m.Add("feature_row_bytes", row, "B");
+  m.Add("feature_copy_bytes_per_step", tot.copied_rows * row / per_step, "B", Better::kLower);
+  m.Add("feature_setup_copy_bytes", tot.setup_rows * row, "B", Better::kLower);
+  m.Add("feature_input_rows_per_step", tot.input_rows / per_step, "rows");
+  m.Add("feature_copy_fraction", tot.input_rows > 0 ? tot.copied_rows / tot.input_rows : 0, "1", Better::kLower);
+  m.Add("feature_rows_resident_peak", static_cast<double>(tot.resident_peak), "rows");
+  m.Add("feature_device_bytes_peak", static_cast<double>(tot.device_rows_peak) * row, "B", Better::kLower);
+  m.Add("duplicate_detection_s_per_step", tot.detect_s / per_step, "s", Better::kLower);
+  m.Add("sampled_edges_per_step", tot.sampled_edges / per_step, "edges");
+  m.Add("graph_build_s", sampling_s, "s");
+  return absl::OkStatus();
+}
+
+}  // namespace testbed
