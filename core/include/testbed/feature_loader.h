@@ -22,9 +22,11 @@
 // fanouts), runs Begin and Next over each replica's sequence and fills the step inputs: a
 // host-to-device copy of |C| x row_bytes per step, replica and micro-batch (Begin's copies
 // before the first iteration's first forward), and per graph layer the work of the sampled
-// batches (StepInput::layer_samples), and adds the loader's figures to the plan's metrics
-// (feature_copy_bytes_per_step, feature_rows_resident_peak, feature_device_bytes_peak,
-// duplicate_detection_s_per_step, ...).
+// batches (StepInput::layer_samples); it sets each replica's StageReplica::resident_bytes to
+// the most rows it holds beyond a batch's own (whose rows the first layer's activations
+// count) and Plan::iterations_per_epoch,
+// and adds the loader's figures to the plan's metrics (feature_copy_bytes_per_step,
+// feature_rows_resident_peak, feature_device_bytes_peak, duplicate_detection_s_per_step, ...).
 #pragma once
 
 #include <cstdint>
@@ -78,6 +80,20 @@ struct GraphSource {
 [[nodiscard]] std::vector<ParamSpec> FeatureLoaderParams();
 // Reads them (`owner` names the component in errors).
 [[nodiscard]] absl::StatusOr<GraphSource> GraphSourceFrom(const ParamSet& params, const std::string& owner);
+
+// Device memory a loader may fill with rows kept beyond the batch (a static cache, a second
+// level of reuse): parameters `budget_mib` and `budget_fraction`, declared once here.
+struct FeatureBudget {
+  double mib = 1024;    // MiB of device memory
+  double fraction = 0;  // > 0: this share of all the graph's rows instead of `mib`
+
+  // The rows that fit on `graph`: floor(fraction x vertices) when fraction > 0, else
+  // floor(mib MiB / row_bytes); never more than the graph's vertices.
+  [[nodiscard]] std::int64_t Rows(const FeatureGraph& graph) const noexcept;
+};
+// The two parameters; `what` says what the budget holds (for their docs).
+[[nodiscard]] std::vector<ParamSpec> FeatureBudgetParams(const std::string& what);
+[[nodiscard]] absl::StatusOr<FeatureBudget> FeatureBudgetFrom(const ParamSet& params, const std::string& owner);
 
 class FeatureLoader : public PlanRefiner {
  public:

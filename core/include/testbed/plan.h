@@ -90,6 +90,10 @@ struct LayerSetting {
 struct StageReplica {
   std::vector<DeviceId> devices;   // its tensor-parallel group, rank order (Stage::tp entries)
   std::int64_t micro_batches = 1;  // micro-batches it runs per iteration
+  // Bytes each of its devices holds for the whole run besides the model's state and the
+  // activations: buffers a refiner keeps there (a feature loader's rows beyond the batch's
+  // own at their most). The simulator counts them in the device's static memory.
+  double resident_bytes = 0;
 };
 
 // One pipeline stage: a position along the pipeline.
@@ -153,6 +157,9 @@ struct Plan {
   std::vector<LayerSetting> layers;  // empty, or one per model layer
   ExpertParallelism experts;
   SchedulerKnobs knobs;
+  // Iterations one pass over the training data takes (a feature loader knows it from the
+  // graph's training vertices); 0: unknown. The simulator reports epoch_time_s when set.
+  std::int64_t iterations_per_epoch = 0;
   // What the planner measured about itself (search time, candidates evaluated, ...), and
   // per-layer tables it made (a precision policy's widths and BitOPs); every backend reports
   // both with the run.

@@ -22,7 +22,8 @@ namespace testbed {
 // 4: tasks pinned to link classes (Task::links), weights split over them (Plan::param_links),
 //    the shard_planner kind.
 // 5: GNN layers in the model graph (Layer::gnn_*, ModelShape::fanouts), the feature_loader kind.
-inline constexpr std::uint32_t kAbiVersion = 5;
+// 6: StageReplica::resident_bytes, Plan::iterations_per_epoch, FeatureBudget.
+inline constexpr std::uint32_t kAbiVersion = 6;
 
 // The build identity of this compilation (testbed/build_identity.h).
 inline constexpr const char* kBuildIdentity = TESTBED_BUILD_IDENTITY;

@@ -3,7 +3,8 @@
 // after it (GatherParameters, called per iteration from pass 4 so the data-parallel stream
 // keeps iteration order) and the next iteration's first compute waits for that. Last, each
 // device's static memory: weights, gradients and optimizer state of what it owns, stashed
-// weight versions, and the expert copies it holds.
+// weight versions, the expert copies it holds, and what the plan keeps resident there
+// (StageReplica::resident_bytes: a feature loader's rows).
 #include <algorithm>
 
 #include "expand/expansion.h"
@@ -65,8 +66,9 @@ absl::Status OptimizerPass(Expansion& e) {
         std::sort(sizes.rbegin(), sizes.rend());
         for (size_t i = 0; i < sizes.size() && i < 2; ++i) gathered += sizes[i];
       }
-      for (DeviceId d : st.replicas[static_cast<size_t>(r)].devices) {
-        e.sched.SetStaticBytes(d, m.total() + copies + stashed + gathered);
+      const StageReplica& rep = st.replicas[static_cast<size_t>(r)];
+      for (DeviceId d : rep.devices) {
+        e.sched.SetStaticBytes(d, m.total() + copies + stashed + gathered + rep.resident_bytes);
       }
     }
   }

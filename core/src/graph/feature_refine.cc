@@ -160,9 +160,13 @@ absl::Status FeatureLoader::Refine(RefineContext& ctx) {
   for (int r = 0; r < dp; ++r) {
     const std::int64_t mbs = plan.MicroBatches(0, r);
     LoadChecker checker(g.graph.vertices);
+    // Rows held beyond the batch's own (those the first layer's activations already count),
+    // at their most: after Begin, and beside each batch.
+    std::int64_t replica_rows_peak = 0, replica_extra_peak = 0;
     absl::StatusOr<FeatureLoad> begun = Begin(fg);
     if (!begun.ok()) return begun.status();
     TESTBED_RETURN_IF_ERROR(checker.Apply(*begun, {}, owner, absl::StrCat("Begin on replica ", r)));
+    replica_extra_peak = checker.resident_rows();
     tot.setup_rows = std::max(tot.setup_rows, static_cast<double>(begun->copied.size()));
     tot.resident_peak = std::max(tot.resident_peak, checker.resident_rows());
     if (!begun->copied.empty()) {
@@ -187,7 +191,8 @@ absl::Status FeatureLoader::Refine(RefineContext& ctx) {
         tot.sampled_edges += static_cast<double>(b.SampledEdges());
         tot.calls += 1;
         tot.resident_peak = std::max(tot.resident_peak, checker.resident_rows());
-        tot.device_rows_peak = std::max(tot.device_rows_peak, checker.device_rows());
+        replica_rows_peak = std::max(replica_rows_peak, checker.device_rows());
+        replica_extra_peak = std::max(replica_extra_peak, checker.device_rows() - static_cast<std::int64_t>(rows.size()));
         step.copies.push_back(HostTransfer{0, r, static_cast<int>(m),
                                            static_cast<std::int64_t>(load->copied.size()) * fg.row_bytes, true, -1});
         for (int i = 0; i < hops; ++i) {
@@ -198,6 +203,20 @@ absl::Status FeatureLoader::Refine(RefineContext& ctx) {
       }
       micro_batches_of[static_cast<size_t>(it)] += static_cast<double>(mbs);
     }
+    // The replica's feature buffer stays allocated on each of its devices: the rows beyond
+    // the batch at their most (the batch's rows are the first layer's input activations).
+    replica_rows_peak = std::max(replica_rows_peak, checker.resident_rows());
+    tot.device_rows_peak = std::max(tot.device_rows_peak, replica_rows_peak);
+    plan.stages[0].replicas[static_cast<size_t>(r)].resident_bytes =
+        static_cast<double>(replica_extra_peak) * static_cast<double>(fg.row_bytes);
+  }
+  // One epoch: every training vertex once, micro_batches x micro_batch seeds per replica and
+  // iteration over the replicas.
+  {
+    std::int64_t per_iteration = 0;
+    for (int r = 0; r < dp; ++r) per_iteration += plan.MicroBatches(0, r) * plan.micro_batch;
+    const auto seeds = static_cast<std::int64_t>(g.seeds.size());
+    plan.iterations_per_epoch = std::max<std::int64_t>(1, (seeds + per_iteration - 1) / std::max<std::int64_t>(1, per_iteration));
   }
   for (std::int64_t it = 0; it < steps; ++it) {
     StepInput& step = ctx.inputs.Mutable(static_cast<int>(it));
@@ -220,6 +239,8 @@ absl::Status FeatureLoader::Refine(RefineContext& ctx) {
   m.Add("feature_copy_fraction", tot.input_rows > 0 ? tot.copied_rows / tot.input_rows : 0, "1", Better::kLower);
   m.Add("feature_rows_resident_peak", static_cast<double>(tot.resident_peak), "rows");
   m.Add("feature_device_bytes_peak", static_cast<double>(tot.device_rows_peak) * row, "B", Better::kLower);
+  m.Add("feature_device_mib_peak", static_cast<double>(tot.device_rows_peak) * row / 1048576.0, "MiB", Better::kLower);
+  m.Add("iterations_per_epoch", static_cast<double>(plan.iterations_per_epoch), "iterations");
   m.Add("duplicate_detection_s_per_step", tot.detect_s / per_step, "s", Better::kLower);
   m.Add("sampled_edges_per_step", tot.sampled_edges / per_step, "edges");
   m.Add("graph_build_s", sampling_s, "s");

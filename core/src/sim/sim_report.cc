@@ -117,6 +117,9 @@ MetricSet SimMetrics(const ReportInputs& in) {
   }
   MetricSet m;
   m.Add("iteration_time_s", T, "s", Better::kLower);
+  if (plan.iterations_per_epoch > 0) {
+    m.Add("epoch_time_s", T * static_cast<double>(plan.iterations_per_epoch), "s", Better::kLower);
+  }
   m.Add("throughput_samples_per_s", T > 0 ? samples / T : 0, "samples/s", Better::kHigher);
   m.Add("throughput_tokens_per_s", T > 0 ? samples * static_cast<double>(in.model.shape.seq_len) / T : 0, "tokens/s",
         Better::kHigher);
