@@ -13,12 +13,12 @@ namespace {
 
 class BatchReuseLoader final : public FeatureLoader {
  public:
-  // budget_mib < 0: one-level reuse.
-  BatchReuseLoader(GraphSource source, double budget_mib) : FeatureLoader(std::move(source)), budget_mib_(budget_mib) {}
+  // No budget: one-level reuse.
+  BatchReuseLoader(GraphSource source, std::optional<FeatureBudget> budget)
+      : FeatureLoader(std::move(source)), budget_(budget) {}
 
   absl::StatusOr<FeatureLoad> Begin(const FeatureGraph& graph) override {
-    const std::int64_t extra =
-        budget_mib_ < 0 ? 0 : static_cast<std::int64_t>(budget_mib_ * 1048576.0 / static_cast<double>(graph.row_bytes));
+    const std::int64_t extra = budget_ ? budget_->Rows(graph) : 0;
     state_.emplace(graph, extra);
     return FeatureLoad{};
   }
@@ -29,7 +29,7 @@ class BatchReuseLoader final : public FeatureLoader {
   }
 
  private:
-  double budget_mib_;
+  std::optional<FeatureBudget> budget_;
   std::optional<BatchReuse> state_;
 };
 
@@ -38,18 +38,17 @@ absl::Status Register(Registry& r) {
       "brgraph", "BRGraph: the previous batch's features reused on the device; only new vertices copied",
       FeatureLoaderParams(), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<FeatureLoader>> {
         TESTBED_ASSIGN_OR_RETURN(GraphSource source, GraphSourceFrom(p, "brgraph"));
-        return std::make_unique<BatchReuseLoader>(std::move(source), -1.0);
+        return std::make_unique<BatchReuseLoader>(std::move(source), std::nullopt);
       }));
   std::vector<ParamSpec> params = FeatureLoaderParams();
-  params.push_back(ParamSpec::Double("budget_mib", 1024).Range(0, 1 << 24).Unit("MiB")
-                       .Doc("device memory for features kept beyond the batch (the highest-degree ones)"));
+  for (ParamSpec& b : FeatureBudgetParams("features kept beyond the batch (the highest-degree ones)")) {
+    params.push_back(std::move(b));
+  }
   return r.Add<FeatureLoader>(
       "brgraph.two_level", "BRGraph two-level reuse: also keeps non-duplicate features likely needed later",
       std::move(params), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<FeatureLoader>> {
         TESTBED_ASSIGN_OR_RETURN(GraphSource source, GraphSourceFrom(p, "brgraph.two_level"));
-        ParamReader read(p, "brgraph.two_level");
-        const double budget = read.Get<double>("budget_mib");
-        TESTBED_RETURN_IF_ERROR(read.status());
+        TESTBED_ASSIGN_OR_RETURN(FeatureBudget budget, FeatureBudgetFrom(p, "brgraph.two_level"));
         return std::make_unique<BatchReuseLoader>(std::move(source), budget);
       });
 }

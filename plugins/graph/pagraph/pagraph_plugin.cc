@@ -12,10 +12,10 @@ namespace {
 
 class StaticCacheLoader final : public FeatureLoader {
  public:
-  StaticCacheLoader(GraphSource source, double budget_mib) : FeatureLoader(std::move(source)), budget_mib_(budget_mib) {}
+  StaticCacheLoader(GraphSource source, FeatureBudget budget) : FeatureLoader(std::move(source)), budget_(budget) {}
 
   absl::StatusOr<FeatureLoad> Begin(const FeatureGraph& graph) override {
-    const auto rows = static_cast<std::int64_t>(budget_mib_ * 1048576.0 / static_cast<double>(graph.row_bytes));
+    const std::int64_t rows = budget_.Rows(graph);
     cached_.assign(static_cast<size_t>(graph.vertices), 0);
     FeatureLoad load;
     load.copied = CachedVertices(graph.degrees, rows);
@@ -40,22 +40,21 @@ class StaticCacheLoader final : public FeatureLoader {
   }
 
  private:
-  double budget_mib_;
+  FeatureBudget budget_;
   std::vector<std::uint8_t> cached_;
   std::vector<std::int64_t> kept_;
 };
 
 absl::Status Register(Registry& r) {
   std::vector<ParamSpec> params = FeatureLoaderParams();
-  params.push_back(ParamSpec::Double("budget_mib", 1024).Range(0, 1 << 24).Unit("MiB")
-                       .Doc("device memory for the cache: the highest-degree vertices' features that fit"));
+  for (ParamSpec& b : FeatureBudgetParams("the cache: the highest-degree vertices' features that fit")) {
+    params.push_back(std::move(b));
+  }
   return r.Add<FeatureLoader>(
       "pagraph.static_cache", "PaGraph: the highest-degree vertices' features cached on the device; misses copied",
       std::move(params), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<FeatureLoader>> {
         TESTBED_ASSIGN_OR_RETURN(GraphSource source, GraphSourceFrom(p, "pagraph.static_cache"));
-        ParamReader read(p, "pagraph.static_cache");
-        const double budget = read.Get<double>("budget_mib");
-        TESTBED_RETURN_IF_ERROR(read.status());
+        TESTBED_ASSIGN_OR_RETURN(FeatureBudget budget, FeatureBudgetFrom(p, "pagraph.static_cache"));
         return std::make_unique<StaticCacheLoader>(std::move(source), budget);
       });
 }

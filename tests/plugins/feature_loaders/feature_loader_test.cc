@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <cstring>
 #include <set>
@@ -25,6 +26,7 @@ namespace testbed {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ColumnOf;
 using testing::MetricOf;
 
 constexpr std::int64_t kDim = 8;
@@ -303,6 +305,55 @@ TEST_F(FeatureLoaders, SimulatedRunsCopyWhatTheLoadersSay) {
   EXPECT_LT(MetricOf(*outs[1], "feature_copy_bytes_per_step"), MetricOf(*outs[0], "feature_copy_bytes_per_step"));
   EXPECT_LT(MetricOf(*outs[1], "host_copy_time_s"), MetricOf(*outs[0], "host_copy_time_s"));
   EXPECT_LE(MetricOf(*outs[1], "iteration_time_s"), MetricOf(*outs[0], "iteration_time_s"));
+}
+
+// The shared budget: floor(fraction x vertices) rows, else floor(MiB / row bytes), capped at the graph.
+TEST(FeatureBudget, RowsByFractionOrMiB) {
+  FeatureGraph g;
+  g.vertices = 1000;
+  g.row_bytes = 4096;
+  EXPECT_EQ((FeatureBudget{1.0, 0}.Rows(g)), 256);    // 2^20 / 2^12
+  EXPECT_EQ((FeatureBudget{1.0, 0.3}.Rows(g)), 300);  // the fraction wins
+  EXPECT_EQ((FeatureBudget{0.0, 0.0}.Rows(g)), 0);
+  EXPECT_EQ((FeatureBudget{1e6, 0}.Rows(g)), 1000);
+  EXPECT_EQ((FeatureBudget{1e6, 1.0}.Rows(g)), 1000);
+}
+
+// A loader's rows beyond the batch stay on the device for the run: the simulator's static
+// memory of each device grows by them (the batch's own rows are the first layer's input
+// activations), and the epoch takes ceil(seeds / samples per iteration) iterations.
+TEST_F(FeatureLoaders, SimulatedMemoryHoldsTheRowsAndEpochsCountTheSeeds) {
+  SimBackend backend;
+  const std::string loader = R"(graph = "rmat", vertices = 20000, edges = 200000, threads = 2)";
+  auto outs = RunAll(GnnExperiment("", "[[arm]]\nname = \"bare\"\n[[arm]]\nname = \"none\"\nfeature_loader = { use = \"none\", " +
+                                           loader + " }\n[[arm]]\nname = \"cache\"\nfeature_loader = { use = "
+                                           "\"pagraph.static_cache\", budget_fraction = 0.1, " + loader + " }\n"),
+                     backend);
+  ASSERT_EQ(outs.size(), 3u);
+  for (const auto& o : outs) ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(MetricOf(*outs[0], "epoch_time_s"), -1);  // no loader: the epoch is unknown
+  const double row = 4 * 128;
+  const double cache = 2000 * row;  // 0.1 of 20000 rows
+  const auto bare = ColumnOf<double>(*outs[0], "per_device", "static_bytes");
+  const auto none = ColumnOf<double>(*outs[1], "per_device", "static_bytes");
+  const auto cached = ColumnOf<double>(*outs[2], "per_device", "static_bytes");
+  ASSERT_EQ(none.size(), bare.size());
+  ASSERT_EQ(cached.size(), bare.size());
+  for (size_t d = 0; d < bare.size(); ++d) {
+    EXPECT_EQ(none[d], bare[d]) << d;  // plain loading keeps nothing beyond the batch
+    // The cache's rows, whole, from the moment Begin fills it.
+    EXPECT_EQ(cached[d] - bare[d], cache) << d;
+  }
+  // The same batches train in both runs, so their peaks differ by the cache.
+  EXPECT_DOUBLE_EQ(MetricOf(*outs[2], "memory_peak_bytes") - MetricOf(*outs[1], "memory_peak_bytes"), cache);
+  EXPECT_GE(MetricOf(*outs[2], "feature_device_bytes_peak"), cache);
+  EXPECT_GT(MetricOf(*outs[2], "feature_device_bytes_peak"), MetricOf(*outs[1], "feature_device_bytes_peak"));
+  for (size_t a = 1; a < outs.size(); ++a) {
+    SCOPED_TRACE(a);
+    // 13200 seeds (0.66 of 20000), 2 replicas x 256 per iteration: 26 iterations.
+    EXPECT_EQ(MetricOf(*outs[a], "iterations_per_epoch"), 26);
+    EXPECT_DOUBLE_EQ(MetricOf(*outs[a], "epoch_time_s"), 26 * MetricOf(*outs[a], "iteration_time_s"));
+  }
 }
 
 TEST_F(FeatureLoaders, BadInputIsRefusedByName) {
