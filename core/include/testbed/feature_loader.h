@@ -21,11 +21,11 @@
 // run (train.steps iterations of micro_batches x micro_batch seed vertices, the model's
 // fanouts), runs Begin and Next over each replica's sequence and fills the step inputs: a
 // host-to-device copy of |C| x row_bytes per step, replica and micro-batch (Begin's copies
-// before the first iteration's first forward), and per graph layer the work of the sampled
-// batches (StepInput::layer_samples); it sets each replica's StageReplica::resident_bytes to
-// the most rows it holds beyond a batch's own (whose rows the first layer's activations
-// count) and Plan::iterations_per_epoch,
-// and adds the loader's figures to the plan's metrics (feature_copy_bytes_per_step,
+// happen once before training: reported as feature_setup_copy_bytes, not simulated), and
+// per graph layer the work of the sampled batches (StepInput::layer_samples); it sets each
+// replica's StageReplica::resident_bytes to the most rows it holds beyond a batch's own
+// (whose rows the first layer's activations count) and Plan::iterations_per_epoch, and adds
+// the loader's figures to the plan's metrics (feature_copy_bytes_per_step,
 // feature_rows_resident_peak, feature_device_bytes_peak, duplicate_detection_s_per_step, ...).
 #pragma once
 

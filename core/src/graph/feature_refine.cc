@@ -169,10 +169,8 @@ absl::Status FeatureLoader::Refine(RefineContext& ctx) {
     replica_extra_peak = checker.resident_rows();
     tot.setup_rows = std::max(tot.setup_rows, static_cast<double>(begun->copied.size()));
     tot.resident_peak = std::max(tot.resident_peak, checker.resident_rows());
-    if (!begun->copied.empty()) {
-      ctx.inputs.Mutable(0).copies.push_back(
-          HostTransfer{0, r, -1, static_cast<std::int64_t>(begun->copied.size()) * fg.row_bytes, true, -1});
-    }
+    // Begin's copies (a static cache's fill) happen once before training, not in every
+    // epoch: they are reported (feature_setup_copy_bytes) and left out of the iterations.
     for (std::int64_t it = 0; it < steps; ++it) {
       std::vector<std::int64_t> globals;
       for (std::int64_t m = 0; m < mbs; ++m) globals.push_back((it * mbs + m) * dp + r);
