@@ -16,6 +16,7 @@
 #include "exec/collective_latency.h"
 #include "exec/data_sources.h"
 #include "exec/executor.h"
+#include "exec/gnn_training.h"
 #include "exec/profiled_device_model.h"
 #include "memory_budget.h"
 #include "sim/simulator.h"
@@ -122,7 +123,7 @@ const BackendInfo& RealBackend::Info() {
         ParamSpec::Choice("dataset", "text", {"text", "digits", "fashion-mnist"})
             .Doc("text: the shipped character corpus (gpt models); digits: UCI optdigits, 8x8 images (mlp or cnn "
                  "models); fashion-mnist: Zalando's 28x28 clothing images, the training set (mlp or cnn models; "
-                 "Debian package dataset-fashion-mnist)"),
+                 "Debian package dataset-fashion-mnist); a gnn model reads the graph its feature_loader names instead"),
         ParamSpec::String("path", "")
             .Doc("data file, or for fashion-mnist the directory of its IDX files (default: the shipped file; for "
                  "fashion-mnist /usr/share/datasets/fashion-mnist)"),
@@ -169,6 +170,8 @@ const BackendInfo& RealBackend::Info() {
 
 absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registry& registry,
                                            const RunControl& control) {
+  // A gnn trains on the graph its feature loader names, batch by batch (exec/gnn_training.h).
+  if (run.model->shape.family == "gnn") return exec::TrainGnn(run, registry, control);
   const ParamSet& data = run.sections.at("data");
   const ParamSet& real = run.sections.at("real");
   ParamReader read_data(data, "[data]"), read_real(real, "[real]");

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "graph/batch_stream.h"
 #include "graph/graph_source.h"
 #include "graph/load_checker.h"
 #include "testbed/feature_loader.h"
@@ -54,71 +55,6 @@ namespace {
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-
-// One replica's mini-batches in order: global batch g = (iteration x micro_batches + m) x dp
-// + replica of the seeds' epochs (each epoch shuffled by the run's seed, as a distributed
-// sampler deals them), sampled with Rng(BatchSeed(seed, epoch, index)).
-class BatchStream {
- public:
-  BatchStream(const SourceGraph& g, std::vector<int> fanouts, std::int64_t batch_size, std::uint64_t seed, int threads)
-      : g_(g), fanouts_(std::move(fanouts)), batch_size_(batch_size), seed_(seed), threads_(threads) {}
-
-  // The sampled batches of global indices `globals` (ascending).
-  absl::StatusOr<std::vector<train::SampledBatch>> Sample(const std::vector<std::int64_t>& globals) {
-    std::vector<train::SampledBatch> out;
-    size_t i = 0;
-    while (i < globals.size()) {
-      const std::int64_t epoch = globals[i] / PerEpoch();
-      const std::vector<std::vector<std::int64_t>>& seeds = Epoch(epoch);
-      std::vector<std::vector<std::int64_t>> wanted;
-      std::vector<std::int64_t> index;
-      for (; i < globals.size() && globals[i] / PerEpoch() == epoch; ++i) {
-        index.push_back(globals[i] % PerEpoch());
-        wanted.push_back(seeds[static_cast<size_t>(index.back())]);
-      }
-      // Each batch with the Rng of its index in the epoch, on the threads in turn; the error
-      // of the lowest batch wins, whatever the thread count.
-      std::vector<absl::StatusOr<train::SampledBatch>> got(wanted.size(), absl::UnknownError("not sampled"));
-      auto work = [&](size_t first) {
-        for (size_t j = first; j < wanted.size(); j += static_cast<size_t>(threads_)) {
-          train::Rng rng(train::BatchSeed(seed_, epoch, index[j]));
-          got[j] = train::SampleNeighbors(g_.graph, wanted[j], fanouts_, rng);
-        }
-      };
-      std::vector<std::thread> pool;
-      for (int t = 1; t < threads_ && static_cast<size_t>(t) < wanted.size(); ++t) pool.emplace_back(work, t);
-      work(0);
-      for (std::thread& t : pool) t.join();
-      for (auto& b : got) {
-        if (!b.ok()) return b.status();
-        out.push_back(*std::move(b));
-      }
-    }
-    return out;
-  }
-
-  [[nodiscard]] std::int64_t PerEpoch() const {
-    const auto n = static_cast<std::int64_t>(g_.seeds.size());
-    return (n + batch_size_ - 1) / batch_size_;
-  }
-
- private:
-  const std::vector<std::vector<std::int64_t>>& Epoch(std::int64_t epoch) {
-    if (epoch != cached_epoch_) {
-      epoch_batches_ = train::EpochBatches(g_.seeds, batch_size_, seed_, epoch);
-      cached_epoch_ = epoch;
-    }
-    return epoch_batches_;
-  }
-
-  const SourceGraph& g_;
-  std::vector<int> fanouts_;
-  std::int64_t batch_size_;
-  std::uint64_t seed_;
-  int threads_;
-  std::int64_t cached_epoch_ = -1;
-  std::vector<std::vector<std::int64_t>> epoch_batches_;
-};
 
 struct Totals {
   double copied_rows = 0, input_rows = 0, setup_rows = 0, detect_s = 0, sampled_edges = 0, calls = 0;
@@ -173,7 +109,7 @@ absl::Status FeatureLoader::Refine(RefineContext& ctx) {
     // epoch: they are reported (feature_setup_copy_bytes) and left out of the iterations.
     for (std::int64_t it = 0; it < steps; ++it) {
       std::vector<std::int64_t> globals;
-      for (std::int64_t m = 0; m < mbs; ++m) globals.push_back((it * mbs + m) * dp + r);
+      for (std::int64_t m = 0; m < mbs; ++m) globals.push_back(BatchStream::Global(it, m, mbs, dp, r));
       TESTBED_ASSIGN_OR_RETURN(std::vector<train::SampledBatch> batches, stream.Sample(globals));
       StepInput& step = ctx.inputs.Mutable(static_cast<int>(it));
       for (std::int64_t m = 0; m < mbs; ++m) {

@@ -36,6 +36,10 @@ absl::StatusOr<SourceGraph> LoadSourceGraph(const GraphSource& source, const std
     if (!data.ok()) return fail(data.status());
     out.graph = std::move(data->graph);
     out.seeds = std::move(data->train);
+    out.features = std::move(data->features);
+    out.labels = std::move(data->labels);
+    out.classes = data->classes;
+    out.test = std::move(data->test);
     std::sort(out.seeds.begin(), out.seeds.end());
     out.description = absl::StrCat(source.graph, " (", out.graph.vertices, " vertices, ", out.graph.edges(),
                                    " edges, its training split)");

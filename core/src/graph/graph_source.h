@@ -17,6 +17,12 @@ struct SourceGraph {
   std::vector<std::int64_t> seeds;  // training vertices, ascending
   bool generated = false;
   std::string description;          // "rmat (1048576 vertices, 15.7 M edges, seed 1)"
+  // The shipped Planetoid graphs only (empty otherwise): each vertex's features and label, the
+  // class count and the test split, for real training.
+  train::Matrix<float> features;
+  std::vector<std::int64_t> labels;
+  std::int64_t classes = 0;
+  std::vector<std::int64_t> test;
 };
 
 // Errors name the parameter (`owner`.graph) and, for files, the file and line.
