@@ -12,6 +12,7 @@
 #include "graph/graph_source.h"
 #include "memory_budget.h"
 #include "testbed/feature_loader.h"
+#include "testbed/param_set.h"
 #include "testbed/status_macros.h"
 #include "testbed/train/adam.h"
 #include "testbed/train/cross_entropy.h"
@@ -80,6 +81,22 @@ absl::StatusOr<RunOutput> TrainGnn(const ResolvedRun& run, const Registry& regis
         "that names its graph: add feature_loader = { use = \"none\", graph = \"cora\" }");
   }
   const ModelShape& shape = run.model->shape;
+  // The [real] settings a gnn honours (the optimizer's), and those it refuses rather than ignore.
+  ParamReader read_real(run.sections.at("real"), "[real]");
+  const std::string device = read_real.Get<std::string>("device");
+  const std::string loss_kind = read_real.Get<std::string>("loss");
+  const std::int64_t delay = read_real.Get<std::int64_t>("delay");
+  const double momentum = read_real.Get<double>("momentum");
+  const double weight_decay = read_real.Get<double>("weight_decay");
+  TESTBED_RETURN_IF_ERROR(read_real.status());
+  if (device != "cpu") {
+    return absl::UnimplementedError(absl::StrCat("[real] device = \"", device,
+                                                 "\": a gnn trains for real on the CPU only (set device = \"cpu\")"));
+  }
+  if (loss_kind != "cross_entropy" || delay != 0) {
+    return absl::InvalidArgumentError(
+        "[real] a gnn trains with loss = \"cross_entropy\" and delay = 0 (synchronous) only");
+  }
   const int dp = std::max(1, run.parallel.dp);
   if (run.parallel.tp != 1 || run.parallel.pp != 1) {
     return absl::InvalidArgumentError("[parallel] a gnn trains for real with data parallelism only (tp = pp = 1)");
@@ -125,7 +142,7 @@ absl::StatusOr<RunOutput> TrainGnn(const ResolvedRun& run, const Registry& regis
   TESTBED_ASSIGN_OR_RETURN(GnnStack model, GnnStack::Build(shape, shape.inputs, g.classes, run.seed));
   std::unique_ptr<train::Optimizer<float>> optimizer;
   if (run.train.optimizer == "sgd") {
-    optimizer = std::make_unique<train::Sgd<float>>(train::SgdOptions{run.train.learning_rate, 0.0, 0.0});
+    optimizer = std::make_unique<train::Sgd<float>>(train::SgdOptions{run.train.learning_rate, momentum, 0.0});
   } else {
     train::AdamOptions ao;
     ao.learning_rate = run.train.learning_rate;
@@ -188,6 +205,10 @@ absl::StatusOr<RunOutput> TrainGnn(const ResolvedRun& run, const Registry& regis
     }
     // A last batch of an epoch may be short: the loss is the mean over the seeds there were.
     row.loss *= seeds_per_iteration / std::max(1.0, seeds);
+    // [real] weight_decay: L2, weight_decay x w added to every gradient (as the executor does).
+    if (weight_decay > 0) {
+      for (train::Param<float>* p : params) p->grad += static_cast<float>(weight_decay) * p->value;
+    }
     optimizer->Step(params);
     for (train::Param<float>* p : params) p->ZeroGrad();
     row.copy_bytes /= dp;

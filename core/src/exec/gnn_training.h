@@ -17,8 +17,10 @@ namespace testbed::exec {
 // Trains `run`'s gnn model on the graph its feature_loader names. The replicas run in turn in
 // this process on one shared model and their gradients are averaged (synchronous data
 // parallelism, exactly; the communicator is not used). InvalidArgument without a
-// feature_loader, for a Planetoid graph whose features are not [model] inputs wide, or for a
-// batch that does not divide over the replicas.
+// feature_loader, for a Planetoid graph whose features are not [model] inputs wide, for a
+// batch that does not divide over the replicas, or for [real] loss or delay other than
+// cross_entropy and 0; Unimplemented for [real] device = "cuda". Of the other [real] keys it
+// honours momentum (optimizer sgd) and weight_decay.
 [[nodiscard]] absl::StatusOr<RunOutput> TrainGnn(const ResolvedRun& run, const Registry& registry,
                                                  const RunControl& control);
 

@@ -174,6 +174,12 @@ TEST_F(RealGnn, BadSettingsAreRefusedByName) {
   ASSERT_EQ(narrow.size(), 1u);
   ASSERT_FALSE(narrow[0].ok());
   EXPECT_THAT(narrow[0].status().message(), HasSubstr("inputs = 1433"));
+  auto cuda = RunAll(Experiment("real", "", "micro_batch = 8\nsteps = 1\n",
+                                Arm("none", "") + "\"real.device\" = \"cuda\"\n"),
+                     real);
+  ASSERT_EQ(cuda.size(), 1u);
+  ASSERT_FALSE(cuda[0].ok());
+  EXPECT_THAT(cuda[0].status().message(), HasSubstr("on the CPU only"));
 }
 
 // The device rows alone: a batch reading a row no copy brought is refused by vertex, rows
