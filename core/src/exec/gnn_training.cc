@@ -3,20 +3,19 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "exec/gnn_stack.h"
+#include "exec/gnn_replica.h"
 #include "graph/batch_stream.h"
 #include "graph/device_rows.h"
 #include "graph/graph_source.h"
 #include "memory_budget.h"
+#include "testbed/communicator.h"
 #include "testbed/feature_loader.h"
 #include "testbed/param_set.h"
 #include "testbed/status_macros.h"
-#include "testbed/train/adam.h"
-#include "testbed/train/cross_entropy.h"
-#include "testbed/train/sgd.h"
 
 namespace testbed::exec {
 namespace {
@@ -51,19 +50,6 @@ void GenerateFeatures(SourceGraph& g, std::int64_t inputs, std::int64_t classes,
   for (std::int64_t v = 0; v < g.graph.vertices && g.test.size() < 1024; ++v) {
     if (is_seed[static_cast<size_t>(v)] == 0) g.test.push_back(v);
   }
-}
-
-std::vector<std::int64_t> LabelsOf(const SourceGraph& g, const std::vector<std::int64_t>& vertices) {
-  std::vector<std::int64_t> out;
-  out.reserve(vertices.size());
-  for (std::int64_t v : vertices) out.push_back(g.labels[static_cast<size_t>(v)]);
-  return out;
-}
-
-train::Matrix<float> HostRows(const train::Matrix<float>& m, const std::vector<std::int64_t>& rows) {
-  train::Matrix<float> out(static_cast<Eigen::Index>(rows.size()), m.cols());
-  for (size_t i = 0; i < rows.size(); ++i) out.row(static_cast<Eigen::Index>(i)) = m.row(rows[i]);
-  return out;
 }
 
 struct StepRow {
@@ -110,12 +96,9 @@ absl::StatusOr<RunOutput> TrainGnn(const ResolvedRun& run, const Registry& regis
     }
     mbs = run.train.global_batch / (dp * micro_batch);
   }
-  std::vector<std::shared_ptr<FeatureLoader>> loaders;
-  for (int r = 0; r < dp; ++r) {
-    TESTBED_ASSIGN_OR_RETURN(auto l, registry.Create<FeatureLoader>(choice->name, choice->params));
-    loaders.push_back(std::move(l));
-  }
-  const GraphSource& source = loaders[0]->source();
+  // The graph comes from the loader's parameters; each hosted rank gets a loader of its own.
+  TESTBED_ASSIGN_OR_RETURN(auto first_loader, registry.Create<FeatureLoader>(choice->name, choice->params));
+  const GraphSource source = first_loader->source();
   const auto t_build = Clock::now();
   TESTBED_ASSIGN_OR_RETURN(SourceGraph g, LoadSourceGraph(source, "feature_loader"));
   if (g.features.size() == 0) {
@@ -139,98 +122,83 @@ absl::StatusOr<RunOutput> TrainGnn(const ResolvedRun& run, const Registry& regis
   fg.threads = source.threads;
   std::vector<int> fanouts(shape.fanouts.begin(), shape.fanouts.end());
 
-  TESTBED_ASSIGN_OR_RETURN(GnnStack model, GnnStack::Build(shape, shape.inputs, g.classes, run.seed));
-  std::unique_ptr<train::Optimizer<float>> optimizer;
-  if (run.train.optimizer == "sgd") {
-    optimizer = std::make_unique<train::Sgd<float>>(train::SgdOptions{run.train.learning_rate, momentum, 0.0});
-  } else {
-    train::AdamOptions ao;
-    ao.learning_rate = run.train.learning_rate;
-    optimizer = std::make_unique<train::Adam<float>>(ao);
-  }
-  const std::vector<train::Param<float>*> params = model.Params();
+  GnnTrainingSetup setup;
+  setup.graph = &g;
+  setup.degrees = std::move(degrees);
+  setup.feature_graph = fg;
+  setup.feature_graph.degrees = setup.degrees;
+  setup.fanouts = fanouts;
+  setup.micro_batch = micro_batch;
+  setup.micro_batches = mbs;
+  setup.dp = dp;
+  setup.seed = run.seed;
+  setup.optimizer = run.train.optimizer;
+  setup.learning_rate = run.train.learning_rate;
+  setup.momentum = momentum;
+  setup.weight_decay = weight_decay;
+  setup.loader_name = choice->name;
 
-  // Each replica's device rows, filled first by its loader's Begin (before training).
-  std::vector<DeviceRows> devices;
-  devices.reserve(static_cast<size_t>(dp));
-  double setup_rows = 0;
-  std::int64_t resident_peak = 0, capacity_peak = 0;
-  for (int r = 0; r < dp; ++r) {
-    devices.emplace_back(g.features);
-    TESTBED_ASSIGN_OR_RETURN(FeatureLoad begun, loaders[static_cast<size_t>(r)]->Begin(fg));
-    TESTBED_ASSIGN_OR_RETURN(double s, devices.back().Apply(begun, {}, nullptr));
-    (void)s;
-    setup_rows = std::max(setup_rows, static_cast<double>(begun.copied.size()));
-    resident_peak = std::max(resident_peak, devices.back().resident_rows());
+  // One replica per rank this process hosts (every rank with `local`, its own under mpirun),
+  // each on its own thread; the ranks agree every step on whether to go on.
+  TESTBED_ASSIGN_OR_RETURN(auto communicator,
+                           registry.Create<Communicator>(run.Component(ComponentKind::kCommunicator)->name,
+                                                         run.Component(ComponentKind::kCommunicator)->params));
+  TESTBED_ASSIGN_OR_RETURN(auto endpoints, communicator->Connect(dp));
+  const size_t hosted = endpoints.size();
+  std::vector<absl::StatusOr<std::vector<GnnStepFigures>>> results(hosted, absl::UnknownError("not run"));
+  std::vector<double> setup_rows(hosted, 0), accuracy(hosted, 0);
+  std::vector<std::shared_ptr<FeatureLoader>> loaders = {first_loader};
+  while (loaders.size() < hosted) {
+    TESTBED_ASSIGN_OR_RETURN(auto l, registry.Create<FeatureLoader>(choice->name, choice->params));
+    loaders.push_back(std::move(l));
   }
-  BatchStream stream(g, fanouts, micro_batch, run.seed, source.threads);
-  const double seeds_per_iteration = static_cast<double>(dp * mbs * micro_batch);
+  auto train_rank = [&](size_t e) -> absl::StatusOr<std::vector<GnnStepFigures>> {
+    CommGroup& comm = *endpoints[e];
+    TESTBED_ASSIGN_OR_RETURN(auto replica, GnnReplica::Create(setup, shape, loaders[e], comm));
+    setup_rows[e] = replica->setup_rows();
+    std::vector<GnnStepFigures> steps;
+    for (std::int64_t it = 0; it < run.train.steps; ++it) {
+      std::vector<double> stop = {control.cancelled() ? 1.0 : 0.0};
+      TESTBED_ASSIGN_OR_RETURN(CommRequestPtr req, comm.IAllReduce(stop.data(), stop.data(), 1, DataType::kFloat64,
+                                                                   ReduceOp::kMax));
+      TESTBED_RETURN_IF_ERROR(req->Wait());
+      if (stop[0] > 0) break;
+      TESTBED_ASSIGN_OR_RETURN(GnnStepFigures f, replica->Step(it));
+      steps.push_back(f);
+    }
+    TESTBED_ASSIGN_OR_RETURN(accuracy[e], replica->TestAccuracy());
+    return steps;
+  };
+  {
+    std::vector<std::thread> threads;
+    for (size_t e = 1; e < hosted; ++e) threads.emplace_back([&, e] { results[e] = train_rank(e); });
+    results[0] = train_rank(0);
+    for (std::thread& t : threads) t.join();
+  }
+  for (auto& r : results) TESTBED_RETURN_IF_ERROR(r.status());
+  // Every rank holds the all-reduced figures: the first hosted one's are the run's.
+  const std::vector<GnnStepFigures>& steps = *results[0];
+  if (steps.empty()) return absl::CancelledError("stopped before the first training step");
+  double setup_peak = 0;
+  for (double r : setup_rows) setup_peak = std::max(setup_peak, r);
+  double copied_rows = 0, input_rows = 0, resident_peak = 0, capacity_peak = 0;
   std::vector<StepRow> rows;
-  double copied_rows = 0, input_rows = 0;
-  for (std::int64_t it = 0; it < run.train.steps; ++it) {
-    if (control.cancelled()) break;
-    const auto t0 = Clock::now();
+  for (const GnnStepFigures& f : steps) {
     StepRow row;
-    double seeds = 0;
-    for (int r = 0; r < dp; ++r) {
-      std::vector<std::int64_t> globals;
-      for (std::int64_t m = 0; m < mbs; ++m) globals.push_back(BatchStream::Global(it, m, mbs, dp, r));
-      TESTBED_ASSIGN_OR_RETURN(std::vector<train::SampledBatch> batches, stream.Sample(globals));
-      for (const train::SampledBatch& b : batches) {
-        const std::vector<std::int64_t>& inputs = b.hops.back();
-        TESTBED_ASSIGN_OR_RETURN(FeatureLoad load, loaders[static_cast<size_t>(r)]->Next(inputs));
-        train::Matrix<float> x;
-        absl::StatusOr<double> copy_s = devices[static_cast<size_t>(r)].Apply(load, inputs, &x);
-        if (!copy_s.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat("feature_loader '", choice->name, "', replica ", r,
-                                                         ", iteration ", it, ": ", copy_s.status().message()));
-        }
-        row.copy_s += *copy_s;
-        row.detect_s += load.detect_s;
-        row.copy_bytes += static_cast<double>(load.copied.size()) * static_cast<double>(fg.row_bytes);
-        copied_rows += static_cast<double>(load.copied.size());
-        input_rows += static_cast<double>(inputs.size());
-        row.resident_rows = std::max(row.resident_rows, devices[static_cast<size_t>(r)].resident_rows());
-        resident_peak = std::max(resident_peak, row.resident_rows);
-        TESTBED_ASSIGN_OR_RETURN(train::Matrix<float> logits, model.Forward(x, b, degrees));
-        // Normalised by the iteration's seeds over every replica and micro-batch: the summed
-        // gradients are the mean's, as an all-reduce of the replicas' gradients would give.
-        TESTBED_ASSIGN_OR_RETURN(auto lg, train::SoftmaxCrossEntropy<float>(logits, LabelsOf(g, b.hops[0]),
-                                                                           seeds_per_iteration));
-        TESTBED_RETURN_IF_ERROR(model.Backward(lg.dlogits));
-        row.loss += lg.loss;
-        seeds += static_cast<double>(b.hops[0].size());
-      }
-      capacity_peak = std::max(capacity_peak, devices[static_cast<size_t>(r)].capacity_rows());
-    }
-    // A last batch of an epoch may be short: the loss is the mean over the seeds there were.
-    row.loss *= seeds_per_iteration / std::max(1.0, seeds);
-    // [real] weight_decay: L2, weight_decay x w added to every gradient (as the executor does).
-    if (weight_decay > 0) {
-      for (train::Param<float>* p : params) p->grad += static_cast<float>(weight_decay) * p->value;
-    }
-    optimizer->Step(params);
-    for (train::Param<float>* p : params) p->ZeroGrad();
-    row.copy_bytes /= dp;
-    row.copy_s /= dp;
-    row.detect_s /= dp;
-    row.wall_s = Since(t0);
+    row.loss = f.loss;
+    // Per replica: the mean over the replicas.
+    row.copy_bytes = f.copy_bytes / dp;
+    row.copy_s = f.copy_s / dp;
+    row.detect_s = f.detect_s / dp;
+    row.wall_s = f.wall_s;
+    row.resident_rows = static_cast<std::int64_t>(f.resident_rows);
+    copied_rows += f.copy_rows;
+    input_rows += f.input_rows;
+    resident_peak = std::max(resident_peak, f.resident_rows);
+    capacity_peak = std::max(capacity_peak, f.capacity_rows);
     rows.push_back(row);
   }
-  if (rows.empty()) return absl::CancelledError("stopped before the first training step");
-
-  // Accuracy on the held-out vertices, sampled as in training (rows read from the host).
-  double correct = 0;
-  {
-    train::Rng rng(run.seed ^ 0x7e57ULL);
-    for (size_t first = 0; first < g.test.size(); first += 512) {
-      const std::vector<std::int64_t> seeds(g.test.begin() + static_cast<std::ptrdiff_t>(first),
-                                            g.test.begin() + static_cast<std::ptrdiff_t>(std::min(g.test.size(), first + 512)));
-      TESTBED_ASSIGN_OR_RETURN(train::SampledBatch b, train::SampleNeighbors(g.graph, seeds, fanouts, rng));
-      TESTBED_ASSIGN_OR_RETURN(train::Matrix<float> logits, model.Forward(HostRows(g.features, b.hops.back()), b, degrees));
-      correct += train::Accuracy<float>(logits, LabelsOf(g, seeds)) * static_cast<double>(seeds.size());
-    }
-  }
+  const double correct = accuracy[0] * static_cast<double>(g.test.size());
 
   RunOutput out;
   MetricSet& m = out.metrics;
@@ -256,7 +224,7 @@ absl::StatusOr<RunOutput> TrainGnn(const ResolvedRun& run, const Registry& regis
   m.Add("graph_build_s", build_s, "s");
   m.Add("feature_row_bytes", row_bytes, "B");
   m.Add("feature_copy_bytes_per_step", bytes / n, "B", Better::kLower);
-  m.Add("feature_setup_copy_bytes", setup_rows * row_bytes, "B", Better::kLower);
+  m.Add("feature_setup_copy_bytes", setup_peak * row_bytes, "B", Better::kLower);
   m.Add("feature_copy_fraction", input_rows > 0 ? copied_rows / input_rows : 0, "1", Better::kLower);
   m.Add("feature_rows_resident_peak", static_cast<double>(resident_peak), "rows");
   m.Add("feature_device_mib_peak", static_cast<double>(capacity_peak) * row_bytes / 1048576.0, "MiB", Better::kLower);

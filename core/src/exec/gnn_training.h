@@ -14,9 +14,9 @@
 
 namespace testbed::exec {
 
-// Trains `run`'s gnn model on the graph its feature_loader names. The replicas run in turn in
-// this process on one shared model and their gradients are averaged (synchronous data
-// parallelism, exactly; the communicator is not used). InvalidArgument without a
+// Trains `run`'s gnn model on the graph its feature_loader names: dp replicas as ranks of the
+// run's communicator (threads with local, processes under mpirun; exec/gnn_replica.h), their
+// gradients all-reduced every step (synchronous data parallelism). InvalidArgument without a
 // feature_loader, for a Planetoid graph whose features are not [model] inputs wide, for a
 // batch that does not divide over the replicas, or for [real] loss or delay other than
 // cross_entropy and 0; Unimplemented for [real] device = "cuda". Of the other [real] keys it
