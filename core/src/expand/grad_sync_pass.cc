@@ -166,7 +166,9 @@ class GradientSync {
 
   // Expert gradients under expert parallelism: a replicated expert's copies reduce their
   // gradients to its owner (Prophet's Agg), then the owners of the same experts in different
-  // expert-parallel groups all-reduce them.
+  // expert-parallel groups all-reduce them. Both on the gradient stream: the expert stream
+  // carries the next iteration's weight copies, which wait for this iteration's optimizer
+  // step and so for these reductions.
   void Experts(int s) {
     const int ep = e_.plan.experts.degree;
     if (ep < 2) return;
@@ -186,7 +188,7 @@ class GradientSync {
             for (int r : p.replicas[ex]) members.push_back(e_.Dev(g * ep + r, s, 0));
             std::vector<TaskId> deps;
             for (DeviceId d : members) deps.push_back(e_.FinalBackward(it_, d, l));
-            const TaskId id = Add(GroupTask(CollectiveOp::kReduce, streams::kExpertComm, e_.sched.Group(members), s, l,
+            const TaskId id = Add(GroupTask(CollectiveOp::kReduce, streams::kDataComm, e_.sched.Group(members), s, l,
                                             l + 1, static_cast<std::int64_t>(per_expert)),
                                   std::move(deps));
             Ready(id, members);

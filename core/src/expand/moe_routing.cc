@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "testbed/load_balancer.h"
 
 namespace testbed::expand {
 
@@ -36,34 +37,17 @@ absl::StatusOr<TokenExchange> ExchangeFor(const Expansion& e, const Lane& lane, 
   }
   const double even = tokens_per_rank * static_cast<double>(l.top_k) / std::max(1, experts);
   const double cap = e.plan.experts.capacity_factor > 0 ? e.plan.experts.capacity_factor * even : -1;
+  // The routing table gives one micro-batch of the full micro-batch size; slices scale it.
+  Routing demand{ranks, experts, std::vector<double>(static_cast<size_t>(ranks) * static_cast<size_t>(experts), even)};
+  if (r != nullptr) {
+    for (size_t i = 0; i < demand.tokens.size(); ++i) demand.tokens[i] = r->tokens[i] * lane.fraction;
+  }
+  TokenFlow flow = RouteTokens(demand, place, cap);
   TokenExchange x;
   x.ranks = ranks;
-  x.tokens.assign(static_cast<size_t>(ranks) * static_cast<size_t>(ranks), 0.0);
-  x.expert_tokens.assign(static_cast<size_t>(ranks), 0.0);
-  for (int src = 0; src < ranks; ++src) {
-    for (int ex = 0; ex < experts; ++ex) {
-      // The routing table gives one micro-batch of the full micro-batch size; slices scale it.
-      double t = r != nullptr ? r->At(src, ex) * lane.fraction : even;
-      if (cap >= 0 && t > cap) {
-        x.dropped += t - cap;
-        t = cap;
-      }
-      const auto& copies = place.replicas[static_cast<size_t>(ex)];
-      const int owner = place.owner[static_cast<size_t>(ex)];
-      const bool local = owner == src || std::find(copies.begin(), copies.end(), src) != copies.end();
-      auto deliver = [&](int dst, double n) {
-        x.tokens[static_cast<size_t>(src) * static_cast<size_t>(ranks) + static_cast<size_t>(dst)] += n;
-        x.expert_tokens[static_cast<size_t>(dst)] += n;
-      };
-      if (local) {
-        deliver(src, t);
-        continue;
-      }
-      const double share = t / static_cast<double>(1 + copies.size());
-      deliver(owner, share);
-      for (int c : copies) deliver(c, share);
-    }
-  }
+  x.tokens = std::move(flow.sent);
+  x.expert_tokens = std::move(flow.computed);
+  x.dropped = flow.dropped;
   return x;
 }
 
