@@ -103,6 +103,22 @@ TEST_F(ExperimentTest, DottedKeysAnArmOrPointCannotSetAreRefused) {
   EXPECT_THAT(message, HasSubstr(F() + ":"));
 }
 
+TEST_F(ExperimentTest, AnArmThatWouldReplaceASweptParameterIsRefused) {
+  // The sweep sets load_balancer.skew; an arm naming the component by a string (or a table)
+  // would replace it, so each of its runs would silently take the default.
+  const std::string sweep = "[sweep]\n\"load_balancer.skew\" = [1.0, 2.0]\n";
+  auto ex = Load(std::string(kHeader) + sweep + "[[arm]]\nname = \"a\"\nload_balancer = \"pro_prophet\"\n");
+  ASSERT_FALSE(ex.ok());
+  EXPECT_THAT(ex.status().message(),
+              HasSubstr("[[arm]] 'a' sets load_balancer, which would replace the [sweep] value of 'load_balancer.skew'"));
+  EXPECT_THAT(ex.status().message(), HasSubstr(F() + ":8:"));
+  // Naming only the component keeps the swept parameter.
+  auto ok = Load(std::string(kHeader) + sweep + "[[arm]]\nname = \"a\"\n\"load_balancer.use\" = \"pro_prophet\"\n");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->runs().size(), 2u);
+  EXPECT_EQ(Str(ok->runs()[1], {"load_balancer", "use"}), "pro_prophet");
+}
+
 TEST_F(ExperimentTest, SlashesInSweepValuesBecomeUnderscoresInRunIds) {
   auto ex = Load(std::string(kHeader) + "[sweep]\n\"model.preset\" = [\"x/y\"]\n[[arm]]\nname = \"a\"\n");
   ASSERT_TRUE(ex.ok()) << ex.status();

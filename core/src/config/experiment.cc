@@ -291,6 +291,20 @@ absl::StatusOr<Experiment> Experiment::Load(const std::filesystem::path& file, c
       arm_overrides.push_back(std::move(overrides));
     }
   }
+  // An arm's setting applies after the sweep's: one that replaces a whole component or table
+  // holding a swept key would silently undo the sweep in every run of the arm.
+  for (size_t ai = 0; ai < arm_overrides.size(); ++ai) {
+    for (const Override& o : arm_overrides[ai]) {
+      for (const Dim& d : dims) {
+        if (o.target.size() >= d.target.size() || !std::equal(o.target.begin(), o.target.end(), d.target.begin())) continue;
+        const std::string path = absl::StrJoin(o.target, ".");
+        errors.Add(doc.Where(o.source),
+                   absl::StrCat("[[arm]] '", ex.arms_[ai].name, "' sets ", path, ", which would replace the [sweep] value of '",
+                                d.key, "' in each of its runs; set only what the arm changes, e.g. \"", path,
+                                ".use\" = \"...\" for a component"));
+      }
+    }
+  }
   // Named points ([[point]]): each a set of coupled settings (a paper's model with its
   // cluster size and degrees), crossed with the sweep.
   struct NamedPoint {
