@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "testbed/param_set.h"
+#include "testbed/model_graph.h"
 #include "testbed/param_spec.h"
 #include "testbed/plan.h"
 #include "testbed/plan_refiner.h"
@@ -81,6 +82,11 @@ struct MoeLayerShape {
   double expert_flops_per_token = 0;   // forward FLOPs of one expert on one token
   double other_flops_per_token = 0;    // forward FLOPs per token of the block's other layers (attention)
 };
+
+// The shape of MoE layer `layer` (the `moe_index`-th of the model) under `ranks`-way expert
+// parallelism with `train`'s micro-batch and precision.
+[[nodiscard]] MoeLayerShape MoeShapeOf(const ModelGraph& model, int layer, int moe_index, int ranks,
+                                       const TrainSettings& train);
 
 struct BalanceInput {
   const MoeLayerShape& shape;

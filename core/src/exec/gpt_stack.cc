@@ -171,13 +171,70 @@ std::vector<train::Param<float>*> GptHead::Params() {
   return out;
 }
 
+// ---- mixture of experts ----
+
+MoeSublayer::MoeSublayer(const std::string& name, std::int64_t dim, std::int64_t hidden, int experts, int top_k,
+                         train::Rng& rng, double init_std)
+    : ln_(name + ".ln", dim),
+      moe_(std::make_unique<train::MoeLayer<float>>(
+          name, train::MoeConfig{.dim = dim, .hidden = hidden, .experts = experts, .top_k = top_k, .capacity_factor = 0},
+          rng, init_std)),
+      experts_(experts) {}
+
+absl::StatusOr<MoeSublayer> MoeSublayer::ExpertParallel(int rank, int size, train::ExpertHolders holders,
+                                                        train::RowExchangeFn<float> exchange) const {
+  const auto* full = dynamic_cast<const train::MoeLayer<float>*>(moe_.get());
+  if (full == nullptr) return absl::FailedPreconditionError("moe sublayer: already expert-parallel");
+  TESTBED_ASSIGN_OR_RETURN(auto ep, train::ExpertParallelMoe<float>::Create(*full, rank, size, std::move(holders),
+                                                                            std::move(exchange)));
+  return MoeSublayer(ln_, std::make_unique<train::ExpertParallelMoe<float>>(std::move(ep)), experts_);
+}
+
+absl::Status MoeSublayer::SetHolders(train::ExpertHolders holders) {
+  auto* ep = dynamic_cast<train::ExpertParallelMoe<float>*>(moe_.get());
+  if (ep == nullptr) return absl::FailedPreconditionError("moe sublayer: holders are for an expert-parallel layer");
+  return ep->SetHolders(std::move(holders));
+}
+
+std::vector<std::int64_t> MoeSublayer::TokensPerExpert(const LayerCache<float>& cache) const {
+  const LayerCache<float>& c = cache.children[1];
+  if (const auto* ep = dynamic_cast<const train::ExpertParallelMoe<float>*>(moe_.get())) return ep->TokensPerExpert(c);
+  return static_cast<const train::MoeLayer<float>&>(*moe_).Routing(c).tokens_per_expert;
+}
+
+std::vector<std::int64_t> MoeSublayer::ComputedPerExpert(const LayerCache<float>& cache) const {
+  const LayerCache<float>& c = cache.children[1];
+  if (const auto* ep = dynamic_cast<const train::ExpertParallelMoe<float>*>(moe_.get())) return ep->ComputedPerExpert(c);
+  return static_cast<const train::MoeLayer<float>&>(*moe_).Routing(c).tokens_per_expert;
+}
+
+absl::StatusOr<Matrix<float>> MoeSublayer::Forward(const Matrix<float>& x, LayerCache<float>& cache) {
+  cache.Clear();
+  cache.children.resize(2);
+  TESTBED_ASSIGN_OR_RETURN(Matrix<float> n, ln_.Forward(x, cache.children[0]));
+  TESTBED_ASSIGN_OR_RETURN(Matrix<float> m, moe_->Forward(n, cache.children[1]));
+  return Matrix<float>(x + m);
+}
+
+absl::StatusOr<Matrix<float>> MoeSublayer::Backward(const Matrix<float>& dy, const LayerCache<float>& cache) {
+  TESTBED_ASSIGN_OR_RETURN(Matrix<float> dn, moe_->Backward(dy, cache.children[1]));
+  TESTBED_ASSIGN_OR_RETURN(Matrix<float> dx, ln_.Backward(dn, cache.children[0]));
+  return Matrix<float>(dx + dy);
+}
+
+std::vector<train::Param<float>*> MoeSublayer::Params() {
+  std::vector<train::Param<float>*> out = ln_.Params();
+  for (train::Param<float>* p : moe_->Params()) out.push_back(p);
+  return out;
+}
+
 // ---- the stack ----
 
 absl::StatusOr<train::SequentialModel<float>> BuildGptStack(const ModelGraph& graph, std::uint64_t seed) {
   const ModelShape& s = graph.shape;
-  if (s.family != "gpt") {
-    return absl::InvalidArgumentError(absl::StrCat("model '", s.name, "': real execution runs the 'gpt' family, not '",
-                                                   s.family, "'"));
+  if (s.family != "gpt" && s.family != "moe-gpt") {
+    return absl::InvalidArgumentError(absl::StrCat("model '", s.name, "': real execution runs the 'gpt' and 'moe-gpt' "
+                                                   "families, not '", s.family, "'"));
   }
   constexpr double kInitStd = 0.02;
   train::Rng rng(seed);
@@ -193,6 +250,10 @@ absl::StatusOr<train::SequentialModel<float>> BuildGptStack(const ModelGraph& gr
         break;
       case LayerKind::kMlp:
         model.Add(std::make_unique<MlpSublayer>(l.name, l.hidden, l.ffn_hidden, rng, kInitStd));
+        break;
+      case LayerKind::kMoe:
+        model.Add(std::make_unique<MoeSublayer>(l.name, l.hidden, l.ffn_hidden, static_cast<int>(l.experts),
+                                                static_cast<int>(l.top_k), rng, kInitStd));
         break;
       case LayerKind::kHead:
         model.Add(std::make_unique<GptHead>(l.name, l.hidden, l.vocab, rng, kInitStd));

@@ -14,9 +14,11 @@
 #include "testbed/model_graph.h"
 #include "testbed/train/attention.h"
 #include "testbed/train/column_parallel_linear.h"
+#include "testbed/train/expert_parallel_moe.h"
 #include "testbed/train/gelu.h"
 #include "testbed/train/layer_norm.h"
 #include "testbed/train/linear.h"
+#include "testbed/train/moe_layer.h"
 #include "testbed/train/row_parallel_linear.h"
 #include "testbed/train/sequential_model.h"
 #include "testbed/train/transformer_block.h"
@@ -117,6 +119,43 @@ class MlpSublayer final : public train::Layer<float>, public SplitAtAllReduce {
   AllReduceFn<float> reduce_;
 };
 
+// x + MoE(LayerNorm(x)): a mixture-of-experts FFN (top-k gate, GELU experts, dropless), run
+// in one process or, after ExpertParallel, with the tokens exchanged between the ranks of an
+// expert-parallel group (testbed/train/expert_parallel_moe.h).
+class MoeSublayer final : public train::Layer<float> {
+ public:
+  MoeSublayer(const std::string& name, std::int64_t dim, std::int64_t hidden, int experts, int top_k, train::Rng& rng,
+              double init_std);
+  // The same weights, run as rank `rank` of `size` with the experts where `holders` says.
+  [[nodiscard]] absl::StatusOr<MoeSublayer> ExpertParallel(int rank, int size, train::ExpertHolders holders,
+                                                           train::RowExchangeFn<float> exchange) const;
+  // New holders (expert-parallel only) from the next Forward on.
+  [[nodiscard]] absl::Status SetHolders(train::ExpertHolders holders);
+  // Tokens of this rank's micro-batch its gate sent each expert, and tokens each expert
+  // computed here, in the Forward that filled `cache`.
+  [[nodiscard]] std::vector<std::int64_t> TokensPerExpert(const LayerCache<float>& cache) const;
+  [[nodiscard]] std::vector<std::int64_t> ComputedPerExpert(const LayerCache<float>& cache) const;
+  [[nodiscard]] int experts() const noexcept { return experts_; }
+
+  [[nodiscard]] std::string kind() const override { return "moe_sublayer"; }
+  [[nodiscard]] absl::StatusOr<Matrix<float>> Forward(const Matrix<float>& x, LayerCache<float>& cache) override;
+  [[nodiscard]] absl::StatusOr<Matrix<float>> Backward(const Matrix<float>& dy, const LayerCache<float>& cache) override;
+  [[nodiscard]] std::vector<train::Param<float>*> Params() override;
+  [[nodiscard]] std::unique_ptr<train::Layer<float>> Clone() const override {
+    return std::make_unique<MoeSublayer>(*this);
+  }
+  MoeSublayer(const MoeSublayer& other) : ln_(other.ln_), moe_(other.moe_->Clone()), experts_(other.experts_) {}
+  MoeSublayer(MoeSublayer&&) noexcept = default;
+
+ private:
+  MoeSublayer(train::LayerNorm<float> ln, std::unique_ptr<train::Layer<float>> moe, int experts)
+      : ln_(std::move(ln)), moe_(std::move(moe)), experts_(experts) {}
+
+  train::LayerNorm<float> ln_;
+  std::unique_ptr<train::Layer<float>> moe_;  // MoeLayer, or ExpertParallelMoe
+  int experts_ = 0;
+};
+
 // Final LayerNorm and the (untied) projection to vocabulary logits.
 class GptHead final : public train::Layer<float> {
  public:
@@ -133,8 +172,8 @@ class GptHead final : public train::Layer<float> {
   train::Linear<float> proj_;
 };
 
-// The full model for `graph` (a "gpt" family shape with untied embeddings), initialised from
-// `seed`. Layer i is ModelGraph layer i.
+// The full model for `graph` (a "gpt" or "moe-gpt" family shape with untied embeddings),
+// initialised from `seed`. Layer i is ModelGraph layer i.
 [[nodiscard]] absl::StatusOr<train::SequentialModel<float>> BuildGptStack(const ModelGraph& graph, std::uint64_t seed);
 
 // The tensor-parallel shard for `rank` of `size` of a model made by BuildGptStack.

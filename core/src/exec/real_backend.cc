@@ -17,6 +17,7 @@
 #include "exec/data_sources.h"
 #include "exec/executor.h"
 #include "exec/gnn_training.h"
+#include "exec/moe_training.h"
 #include "exec/profiled_device_model.h"
 #include "memory_budget.h"
 #include "sim/simulator.h"
@@ -162,6 +163,9 @@ const BackendInfo& RealBackend::Info() {
         ParamSpec::Choice("delay_kind", "fixed", {"fixed", "random"})
             .Doc("fixed: every update is `delay` steps stale; random: uniform on 0..delay, drawn per step from the "
                  "run's seed"),
+        ParamSpec::String("routing_trace", "")
+            .Doc("moe-gpt: write the measured routing (tokens each rank sent each expert of each MoE layer, per "
+                 "iteration) to this HDF5 routing trace, which load balancers replay with routing = \"<file>\""),
     };
     return b;
   }();
@@ -192,6 +196,7 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   const double real_weight_decay = read_real.Get<double>("weight_decay");
   const std::int64_t real_delay = read_real.Get<std::int64_t>("delay");
   const std::string real_delay_kind = read_real.Get<std::string>("delay_kind");
+  const std::string real_routing_trace = read_real.Get<std::string>("routing_trace");
   TESTBED_RETURN_IF_ERROR(read_data.status());
   TESTBED_RETURN_IF_ERROR(read_real.status());
   if (path.empty() && dataset == "fashion-mnist") {
@@ -205,7 +210,9 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   exec::BatchSource source;
   std::function<absl::StatusOr<exec::Batch>()> validation, training_set;
   if (dataset == "text") {
-    if (shape.family != "gpt") return absl::InvalidArgumentError("[data] dataset \"text\" trains a gpt model");
+    if (shape.family != "gpt" && shape.family != "moe-gpt") {
+      return absl::InvalidArgumentError("[data] dataset \"text\" trains a gpt or moe-gpt model");
+    }
     if (real_loss != "cross_entropy") {
       return absl::InvalidArgumentError(absl::StrCat("[real] loss = \"", real_loss, "\" is for classifiers (mlp, cnn on "
                                                      "digits or fashion-mnist); a gpt model trains with cross_entropy"));
@@ -241,6 +248,20 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     training_set = exec::LabeledValidation(labeled->first);
   }
   TESTBED_ASSIGN_OR_RETURN(ModelGraph graph, BuildModelGraph(shape));
+  if (shape.family == "moe-gpt") {
+    // Its own loop (exec/moe_training.h): expert parallelism by all-to-all-v inside the layers.
+    if (real_device != "cpu") {
+      return absl::UnimplementedError("[real] device = \"cuda\": a moe-gpt model trains for real on the CPU only");
+    }
+    if (real_delay != 0) return absl::InvalidArgumentError("[real] a moe-gpt model trains synchronously (delay = 0)");
+    exec::MoeTrainingOptions mo;
+    mo.graph = &graph;
+    mo.source = source;
+    mo.momentum = real_momentum;
+    mo.weight_decay = real_weight_decay;
+    mo.routing_trace = real_routing_trace;
+    return exec::TrainMoe(run, registry, control, mo);
+  }
 
   const int dp = std::max(1, run.parallel.dp);
   const int world = run.parallel.tp * run.parallel.pp * dp;

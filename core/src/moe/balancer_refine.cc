@@ -81,6 +81,28 @@ struct BalanceTable {
 
 }  // namespace
 
+MoeLayerShape MoeShapeOf(const ModelGraph& model, int l, int moe_index, int ranks, const TrainSettings& train) {
+  const Layer& layer = model.layers[static_cast<size_t>(l)];
+  MoeLayerShape shape;
+  shape.layer = l;
+  shape.moe_index = moe_index;
+  shape.experts = static_cast<int>(layer.experts);
+  shape.ranks = ranks;
+  shape.top_k = static_cast<int>(layer.top_k);
+  shape.hidden = layer.hidden;
+  shape.ffn_hidden = layer.ffn_hidden;
+  shape.expert_params = layer.expert_params;
+  shape.element_bytes = ElementBytes(train.precision);
+  shape.tokens_per_rank = static_cast<double>(train.micro_batch) * static_cast<double>(layer.seq_len);
+  shape.expert_flops_per_token = 4.0 * static_cast<double>(layer.hidden) * static_cast<double>(layer.ffn_hidden);
+  for (const Layer& other : model.layers) {
+    if (other.block == layer.block && &other != &layer && layer.seq_len > 0) {
+      shape.other_flops_per_token += other.fwd_flops_per_sample / static_cast<double>(layer.seq_len);
+    }
+  }
+  return shape;
+}
+
 absl::Status LoadBalancer::Refine(RefineContext& ctx) {
   const ModelGraph& model = ctx.planning.model;
   const TrainSettings& train = ctx.planning.train;
@@ -103,29 +125,12 @@ absl::Status LoadBalancer::Refine(RefineContext& ctx) {
   TESTBED_ASSIGN_OR_RETURN(const RoutingMaker maker, RoutingMaker::Make(routing_, static_cast<int>(moe.size()), ranks, experts));
   plan.experts.capacity_factor = routing_.capacity_factor;
   const int steps = static_cast<int>(std::max<std::int64_t>(1, train.steps));
-  const double element = ElementBytes(train.precision);
   BalanceTable table;
   double sum_before = 0, sum_after = 0, search_s = 0, calls = 0, reused = 0, copies = 0, predicted = 0;
   for (size_t mi = 0; mi < moe.size(); ++mi) {
     const int l = moe[mi];
     const Layer& layer = model.layers[static_cast<size_t>(l)];
-    MoeLayerShape shape;
-    shape.layer = l;
-    shape.moe_index = static_cast<int>(mi);
-    shape.experts = static_cast<int>(layer.experts);
-    shape.ranks = ranks;
-    shape.top_k = static_cast<int>(layer.top_k);
-    shape.hidden = layer.hidden;
-    shape.ffn_hidden = layer.ffn_hidden;
-    shape.expert_params = layer.expert_params;
-    shape.element_bytes = element;
-    shape.tokens_per_rank = static_cast<double>(train.micro_batch) * static_cast<double>(layer.seq_len);
-    shape.expert_flops_per_token = 4.0 * static_cast<double>(layer.hidden) * static_cast<double>(layer.ffn_hidden);
-    for (const Layer& other : model.layers) {
-      if (other.block == layer.block && &other != &layer && layer.seq_len > 0) {
-        shape.other_flops_per_token += other.fwd_flops_per_sample / static_cast<double>(layer.seq_len);
-      }
-    }
+    const MoeLayerShape shape = MoeShapeOf(model, l, static_cast<int>(mi), ranks, train);
     if (static_cast<int>(layer.experts) != experts) {
       return absl::InvalidArgumentError(absl::StrCat("layer ", l, " (", layer.name, ") has ", layer.experts,
                                                      " experts, the first MoE layer ", experts,
