@@ -162,6 +162,54 @@ TEST(Iterations, PerStepRoutingSetsEachIterationsAllToAll) {
   EXPECT_EQ(seen[1], 2);
 }
 
+TEST(Iterations, ExpertCopiesArePrefetchedOrSentAfterTheGates) {
+  // Expert 0 copied to rank 1 in both of two iterations. Prefetched, the copy of iteration 1
+  // leaves when iteration 0's optimizer step on its owner ends, before the layer's gates;
+  // otherwise it waits for the gates of its iteration's first micro-batch.
+  const ModelGraph model = Moe();
+  const Cluster cluster = StarCluster(4, 1e10, 1e-6);
+  GridSpec g;
+  g.dp = 4;
+  g.micro_batch = 1;
+  g.micro_batches = 1;
+  g.chunks = {StageSpec{0, static_cast<int>(model.layers.size()), 0}};
+  const int moe = 2;
+  ProgramSource ofob = [](int mb) -> absl::StatusOr<PipelineProgram> { return OneFOneBProgram(1, mb); };
+  for (const bool prefetch : {true, false}) {
+    Plan plan = GridPlan(g);
+    plan.experts.degree = 4;
+    plan.experts.prefetch_copies = prefetch;
+    ExpertPlacement p{{0, 1, 2, 3}, {{1}, {}, {}, {}}};
+    plan.experts.placement[moe] = p;
+    const Ran r = RunProgram(model, cluster, plan, ofob, 2, false);
+    int broadcasts = 0;
+    for (TaskId id = 0; id < static_cast<TaskId>(r.schedule.size()); ++id) {
+      const Task& t = r.schedule.task(id);
+      if (t.kind != TaskKind::kCollective || t.op != CollectiveOp::kBroadcast) continue;
+      ++broadcasts;
+      const double start = r.result.task_start_s[static_cast<size_t>(id)];
+      double gates_end = 0, optimizer_end = 0;
+      for (TaskId j = 0; j < static_cast<TaskId>(r.schedule.size()); ++j) {
+        const Task& u = r.schedule.task(j);
+        if (u.iteration == t.iteration && u.kind == TaskKind::kCompute && u.phase == Phase::kForward && u.work >= 0 &&
+            r.schedule.compute(j).part == LayerPart::kMoeGate) {
+          gates_end = std::max(gates_end, r.result.task_end_s[static_cast<size_t>(j)]);
+        }
+        if (u.iteration == t.iteration - 1 && u.kind == TaskKind::kKernel && u.device == 0) {
+          optimizer_end = std::max(optimizer_end, r.result.task_end_s[static_cast<size_t>(j)]);
+        }
+      }
+      if (prefetch) {
+        EXPECT_DOUBLE_EQ(start, optimizer_end) << r.schedule.Describe(id);
+        EXPECT_LT(start, gates_end) << r.schedule.Describe(id);
+      } else {
+        EXPECT_GE(start, gates_end) << r.schedule.Describe(id);
+      }
+    }
+    EXPECT_EQ(broadcasts, 2) << "one copy per iteration, prefetch " << prefetch;
+  }
+}
+
 TEST(Iterations, ARoutingTableOfTheWrongShapeIsNamed) {
   const ModelGraph model = Moe();
   const Cluster cluster = StarCluster(4, 1e10, 1e-6);

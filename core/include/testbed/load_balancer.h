@@ -16,8 +16,8 @@
 // parameters of MoeRoutingParams: tokens spread evenly, a synthetic generator with a skew and
 // a drift across iterations, or a trace file), writes it into the step inputs of every
 // iteration (train.steps) and MoE layer, calls Place for each, writes the placements into the
-// step inputs (and iteration 0's into the plan, so that static memory counts its copies),
-// sets the plan's capacity factor, and adds the figures to the plan's metrics
+// step inputs (and the iteration with the most copies into the plan, so that static memory
+// counts them), sets the plan's capacity factor and whether copies are prefetched, and adds the figures to the plan's metrics
 // (balance_degree_before / _after: standard deviation of tokens per rank without and with the
 // balancer; balance_ratio: their quotient, the papers' RB; expert_copies_per_layer;
 // balancer_search_s_per_call; placement_reuse_fraction) and the table "moe_balance" (per
@@ -136,6 +136,10 @@ class LoadBalancer : public PlanRefiner {
 
   // InvalidArgument when the balancer cannot decide (a setting that does not suit the layer).
   [[nodiscard]] virtual absl::StatusOr<BalanceDecision> Place(const BalanceInput& input) = 0;
+
+  // Whether an iteration's copies can be sent before the iteration (the placement is known
+  // ahead: Plan::experts.prefetch_copies); false for a decision made after the gate.
+  [[nodiscard]] virtual bool PrefetchesCopies() const noexcept { return true; }
 
   [[nodiscard]] absl::Status Refine(RefineContext& ctx) final;
   [[nodiscard]] const MoeRouting& routing() const noexcept { return routing_; }

@@ -129,6 +129,12 @@ struct ExpertParallelism {
   // Tokens an expert takes per rank and micro-batch: capacity_factor x (tokens x top_k /
   // experts); tokens beyond it are dropped. 0: dropless.
   double capacity_factor = 0.0;
+  // When an iteration's expert copies are sent from their owners: true, as soon as the
+  // previous iteration's optimizer step is done (the placement is known before the iteration:
+  // Prophet's and Pro-Prophet's schedulers hide the transfer behind earlier layers); false,
+  // when the layer is reached, after its gates (a decision made after the gate, FasterMoE's,
+  // or the planner-only ablation without overlap).
+  bool prefetch_copies = true;
 };
 
 // Knobs a planner hands the scheduler. 0 / empty: the scheduler's own parameter holds.

@@ -298,10 +298,14 @@ class Emitter {
                      Work(ls.lane, run, l, l + 1, ls.lane.fraction, LayerPart::kMoeExperts, x.expert_tokens[rank]), deps);
     };
     if (req_.phase != Phase::kBackward) {
+      // Copies sent ahead (prefetched) wait only for the previous optimizer step; otherwise
+      // they leave the owners once the layer's gates have run.
+      const bool prefetch = e_.plan.experts.prefetch_copies;
       std::vector<TaskId> weights;
-      if (req_.phase == Phase::kForward) weights = ExpertWeightsBroadcast(lanes, l);
+      if (req_.phase == Phase::kForward && prefetch) weights = ExpertWeightsBroadcast(lanes, l, {});
       std::vector<TaskId> gates;
       for (LaneState& ls : lanes) gates.push_back(gate(ls, AllDeps(ls.frontier)));
+      if (req_.phase == Phase::kForward && !prefetch) weights = ExpertWeightsBroadcast(lanes, l, gates);
       gates.insert(gates.end(), weights.begin(), weights.end());
       const TaskId dispatch = a2a(to_experts, gates);
       std::vector<TaskId> done;
@@ -333,8 +337,9 @@ class Emitter {
   }
 
   // The first forward of a MoE layer in an iteration copies each replicated expert's weights
-  // from its owner to the ranks holding copies (Prophet's Trans, FasterMoE's shadowing).
-  std::vector<TaskId> ExpertWeightsBroadcast(std::vector<LaneState>& lanes, int l) {
+  // from its owner to the ranks holding copies (Prophet's Trans, FasterMoE's shadowing),
+  // after the previous optimizer step and the tasks in `after`.
+  std::vector<TaskId> ExpertWeightsBroadcast(std::vector<LaneState>& lanes, int l, const std::vector<TaskId>& after) {
     const Lane& lead = lanes.front().lane;
     const int group_index = lead.replica / std::max(1, e_.plan.experts.degree);
     if (!e_.broadcast_done.insert({lead.iteration, l, lead.stage, group_index}).second) return {};
@@ -346,7 +351,7 @@ class Emitter {
       std::vector<DeviceId> g = {e_.Dev(lanes[static_cast<size_t>(p.owner[ex])].lane.replica, lead.stage, 0)};
       for (int r : p.replicas[ex]) g.push_back(e_.Dev(lanes[static_cast<size_t>(r)].lane.replica, lead.stage, 0));
       const auto bytes = static_cast<std::int64_t>(static_cast<double>(layer.expert_params) * e_.WeightElementBytes(l));
-      std::vector<TaskId> deps;
+      std::vector<TaskId> deps = after;
       if (auto it = e_.optimizer_task.find({lead.iteration - 1, g.front()}); it != e_.optimizer_task.end()) deps.push_back(it->second);
       out.push_back(Collective(lead, CollectiveOp::kBroadcast, e_.sched.Group(g), streams::kExpertComm, l, l + 1, 1.0f,
                                bytes, deps));

@@ -124,6 +124,7 @@ absl::Status LoadBalancer::Refine(RefineContext& ctx) {
   const int experts = static_cast<int>(model.layers[static_cast<size_t>(moe.front())].experts);
   TESTBED_ASSIGN_OR_RETURN(const RoutingMaker maker, RoutingMaker::Make(routing_, static_cast<int>(moe.size()), ranks, experts));
   plan.experts.capacity_factor = routing_.capacity_factor;
+  plan.experts.prefetch_copies = PrefetchesCopies();
   const int steps = static_cast<int>(std::max<std::int64_t>(1, train.steps));
   BalanceTable table;
   double sum_before = 0, sum_after = 0, search_s = 0, calls = 0, reused = 0, copies = 0, predicted = 0;

@@ -151,6 +151,14 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
                                                        *collective, *scheduler, settings, true));
   out.metrics.Merge(planned.metrics);
   out.metrics.Merge(planned.plan.planner_metrics);
+  // A load balancer's cost model against the simulation of its placements (Pro-Prophet's
+  // "cost model error"): its mean predicted MoE layer time over the simulated one.
+  const Metric* predicted = out.metrics.Find("balancer_predicted_layer_s");
+  const Metric* simulated = out.metrics.Find("moe_layer_time_s");
+  if (predicted != nullptr && simulated != nullptr && simulated->value > 0) {
+    out.metrics.Add("balancer_cost_model_error", std::abs(predicted->value - simulated->value) / simulated->value, "1",
+                    Better::kLower);
+  }
   for (const Table& t : planned.plan.planner_tables) out.tables.push_back(t);
   return out;
 }

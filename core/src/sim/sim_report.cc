@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -78,6 +79,34 @@ void AddHostCopyMetrics(const ReportInputs& in, double steps, MetricSet& m) {
   m.Add("host_copy_bytes", bytes_max / steps, "B", Better::kLower);
 }
 
+// MoE layers under expert parallelism: per iteration, layer, micro-batch and expert-parallel
+// group, the time of its all-to-alls (start to end) plus its busiest rank's expert compute,
+// forward and backward (what a load balancer's cost model predicts), averaged.
+void AddMoeMetrics(const ReportInputs& in, MetricSet& m) {
+  const int ep = in.plan.experts.degree;
+  if (ep < 2) return;
+  using Key = std::tuple<int, int, int, int>;  // iteration, layer, micro-batch, group
+  std::map<Key, double> a2a;
+  std::map<std::tuple<int, int, int, int, int>, double> experts;  // + phase: busiest rank's expert time
+  for (TaskId t = 0; t < static_cast<TaskId>(in.schedule.size()); ++t) {
+    const Task& task = in.schedule.task(t);
+    const double took = in.result.task_end_s[static_cast<size_t>(t)] - in.result.task_start_s[static_cast<size_t>(t)];
+    const int group = task.replica / ep;
+    if (task.kind == TaskKind::kCollective && task.op == CollectiveOp::kAllToAllV &&
+        in.model.layers[static_cast<size_t>(task.first_layer)].kind == LayerKind::kMoe) {
+      a2a[{task.iteration, task.first_layer, task.micro_batch, group}] += took;
+    } else if (task.kind == TaskKind::kCompute && task.work >= 0 && in.schedule.compute(t).part == LayerPart::kMoeExperts) {
+      double& e = experts[{task.iteration, task.first_layer, task.micro_batch, group, static_cast<int>(task.phase)}];
+      e = std::max(e, took);
+    }
+  }
+  if (a2a.empty()) return;
+  for (const auto& [k, s] : experts) a2a[{std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k)}] += s;
+  double sum = 0;
+  for (const auto& [k, s] : a2a) sum += s;
+  m.Add("moe_layer_time_s", sum / static_cast<double>(a2a.size()), "s", Better::kLower);
+}
+
 }  // namespace
 
 MetricSet SimMetrics(const ReportInputs& in) {
@@ -129,6 +158,7 @@ MetricSet SimMetrics(const ReportInputs& in) {
   m.Add("bubble_fraction", total > 0 ? idle / n_used / total : 0, "1", Better::kLower);
   m.Add("pipeline_startup_s", startup, "s", Better::kLower);
   m.Add("exposed_comm_s", exposed_max / steps, "s", Better::kLower);
+  AddMoeMetrics(in, m);
   m.Add("exposed_comm_mean_s", exposed_sum / n_used / steps, "s", Better::kLower);
   m.Add("compute_time_max_s", compute_max / steps, "s", Better::kLower);
   m.Add("memory_peak_bytes", peak, "B", Better::kLower);
