@@ -56,6 +56,7 @@ bool IsRecomputeKernel(const Kernel& k) {
 absl::StatusOr<double> CalibratedModel::ComputeLayerTime(const LayerWork& work, const DeviceSpec& device) const {
   if (absl::Status st = CheckWork(work); !st.ok()) return st;
   const std::vector<Kernel> kernels = LayerKernels(work);
+  if (kernels.empty() && work.part == LayerPart::kMoeExperts) return 0.0;  // no tokens reached this rank
   if (kernels.empty()) {
     return absl::UnimplementedError(
         absl::StrCat("calibrated: no kernels for a ", LayerKindName(work.layer->kind), " layer"));

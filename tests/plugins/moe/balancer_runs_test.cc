@@ -122,6 +122,11 @@ TEST_F(BalancerRuns, ATraceDrivesTheRoutingAndItsShapeIsChecked) {
   const double dev = 1024 * std::sqrt(3.0);
   EXPECT_NEAR(MetricOf(*outs[0], "balance_degree_before"), dev, 1e-6);
   EXPECT_DOUBLE_EQ(MetricOf(*outs[0], "routing_traced"), 1);
+  // Ranks whose experts get no token cost nothing there, with either device model.
+  const auto calibrated = Sim(kMoe, "[[arm]]\nname = \"ds\"\ndevice_model = \"calibrated\"\nload_balancer = { use = "
+                                    "\"deepspeed_moe\", routing = \"" + path.string() + "\" }\n");
+  ASSERT_TRUE(calibrated[0].ok()) << calibrated[0].status();
+  EXPECT_GT(MetricOf(*calibrated[0], "moe_layer_time_s"), 0);
   // A trace for 8 ranks does not fit four.
   t.ranks = 8;
   t.tokens.assign(4 * 2 * 8 * 4, 1.0);
