@@ -2,7 +2,8 @@
 // each iteration's gate the ranks exchange their token counts and shadow (copy to every
 // rank) the heaviest experts while the policy's latency falls (shadow_policy.h); tokens for
 // a shadowed expert are computed where they are and its gradients reduced to the owner.
-// Reads the current iteration's routing.
+// Reads the current iteration's routing, so the shadows' weights are sent once the layer's
+// gates have run (no prefetch).
 #include "absl/strings/str_cat.h"
 #include "shadow_policy.h"
 #include "testbed/load_balancer.h"
@@ -32,6 +33,9 @@ class FasterMoe final : public LoadBalancer {
     d.predicted_s = s.latency_s;
     return d;
   }
+  // The shadows are chosen after the gate from this iteration's counts: their weights cannot
+  // leave before the layer is reached.
+  bool PrefetchesCopies() const noexcept override { return false; }
 
  private:
   ShadowConstants k_;

@@ -51,6 +51,9 @@ class ProProphet final : public LoadBalancer {
     d.predicted_s = s.cost.total_s;
     return d;
   }
+  // With the block-wise scheduler the copies leave ahead, hidden behind earlier blocks;
+  // without it (the planner-only ablation) when the layer is reached.
+  bool PrefetchesCopies() const noexcept override { return k_.scheduler; }
 
  private:
   CostConstants k_;
@@ -72,6 +75,7 @@ class Prophet final : public LoadBalancer {
     d.predicted_s = s.cost.total_s;
     return d;
   }
+  bool PrefetchesCopies() const noexcept override { return k_.scheduler; }
 
  private:
   CostConstants k_;
@@ -87,8 +91,9 @@ std::vector<ParamSpec> CostParams(std::vector<ParamSpec> own) {
   p.push_back(ParamSpec::Double("data_bytes", 4).Range(0.5, 8).Unit("B")
                   .Doc("cost model: bytes per element of activations, weights and gradients (public implementation: 4)"));
   p.push_back(ParamSpec::Bool("scheduler", true)
-                  .Doc("cost model: the block-wise scheduler hides transfers behind compute (false: the planner-only "
-                       "ablation counts them in full)"));
+                  .Doc("the block-wise scheduler: the cost model counts only the transfers' exposed parts and the "
+                       "copies are sent ahead of their layer (false: the planner-only ablation, transfers counted in "
+                       "full and sent when the layer is reached)"));
   p.insert(p.end(), own.begin(), own.end());
   return p;
 }
