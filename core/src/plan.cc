@@ -229,6 +229,10 @@ absl::Status Plan::Validate(int num_layers, const Cluster& cluster) const {
                                                      dp(s), " data-parallel replicas"));
     }
   }
+  if (experts.exchange_steps < 1 || (ep > 1 && ep % experts.exchange_steps != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("expert exchange in ", experts.exchange_steps, " steps: expected a "
+                                                   "divisor of the expert-parallel degree ", ep));
+  }
   for (const auto& [layer, pl] : experts.placement) {
     if (layer < 0 || layer >= num_layers) return absl::InvalidArgumentError(absl::StrCat("expert placement for layer ", layer, ", outside the model"));
     if (pl.replicas.size() != pl.owner.size()) {

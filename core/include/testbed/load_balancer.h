@@ -17,7 +17,8 @@
 // a drift across iterations, or a trace file), writes it into the step inputs of every
 // iteration (train.steps) and MoE layer, calls Place for each, writes the placements into the
 // step inputs (and the iteration with the most copies into the plan, so that static memory
-// counts them), sets the plan's capacity factor and whether copies are prefetched, and adds the figures to the plan's metrics
+// counts them), sets the plan's capacity factor, whether copies are prefetched and in how
+// many steps tokens are exchanged, and adds the figures to the plan's metrics
 // (balance_degree_before / _after: standard deviation of tokens per rank without and with the
 // balancer; balance_ratio: their quotient, the papers' RB; expert_copies_per_layer;
 // balancer_search_s_per_call; placement_reuse_fraction) and the table "moe_balance" (per
@@ -140,6 +141,12 @@ class LoadBalancer : public PlanRefiner {
   // Whether an iteration's copies can be sent before the iteration (the placement is known
   // ahead: Plan::experts.prefetch_copies); false for a decision made after the gate.
   [[nodiscard]] virtual bool PrefetchesCopies() const noexcept { return true; }
+  // In how many steps the tokens' round trip runs over `ranks` ranks (a divisor of ranks;
+  // Plan::experts.exchange_steps): FasterMoE's smart schedule; 1 for one all-to-all each way.
+  [[nodiscard]] virtual int ExchangeSteps(int ranks) const noexcept {
+    (void)ranks;
+    return 1;
+  }
 
   [[nodiscard]] absl::Status Refine(RefineContext& ctx) final;
   [[nodiscard]] const MoeRouting& routing() const noexcept { return routing_; }

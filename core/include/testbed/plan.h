@@ -135,6 +135,12 @@ struct ExpertParallelism {
   // when the layer is reached, after its gates (a decision made after the gate, FasterMoE's,
   // or the planner-only ablation without overlap).
   bool prefetch_copies = true;
+  // The tokens' round trip through the experts in this many steps (FasterMoE's smart
+  // schedule; it divides `degree`): the ranks form `exchange_steps` groups of consecutive
+  // ranks, step j exchanges each rank's tokens with the ranks of group (its own + j) mod
+  // exchange_steps, and the experts compute step j's tokens while step j + 1's move (the
+  // exchanges then run on the expert stream). 1: one all-to-all each way.
+  int exchange_steps = 1;
 };
 
 // Knobs a planner hands the scheduler. 0 / empty: the scheduler's own parameter holds.

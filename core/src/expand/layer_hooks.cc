@@ -293,9 +293,19 @@ class Emitter {
     auto gate = [&](LaneState& ls, const std::vector<TaskId>& deps) {
       return Compute(ls.lane, 0, 1, Work(ls.lane, run, l, l + 1, ls.lane.fraction, LayerPart::kMoeGate, 0), deps);
     };
-    auto experts = [&](LaneState& ls, size_t rank, const std::vector<TaskId>& deps) {
-      return Compute(ls.lane, 0, 1,
-                     Work(ls.lane, run, l, l + 1, ls.lane.fraction, LayerPart::kMoeExperts, x.expert_tokens[rank]), deps);
+    auto experts = [&](LaneState& ls, double tokens, const std::vector<TaskId>& deps) {
+      return Compute(ls.lane, 0, 1, Work(ls.lane, run, l, l + 1, ls.lane.fraction, LayerPart::kMoeExperts, tokens), deps);
+    };
+    // Dispatch, each rank's experts, combine: the tasks the round trip ends with.
+    auto round_trip = [&](const std::vector<TaskId>& deps) -> std::vector<TaskId> {
+      const int steps = e_.plan.experts.exchange_steps;
+      if (steps <= 1) {
+        const TaskId dispatch = a2a(to_experts, deps);
+        std::vector<TaskId> done;
+        for (size_t i = 0; i < lanes.size(); ++i) done.push_back(experts(lanes[i], x.expert_tokens[i], {dispatch}));
+        return {a2a(from_experts, done)};
+      }
+      return SteppedRoundTrip(lanes, x, layer, act_elem, group, run, steps, deps);
     };
     if (req_.phase != Phase::kBackward) {
       // Copies sent ahead (prefetched) wait only for the previous optimizer step; otherwise
@@ -307,11 +317,8 @@ class Emitter {
       for (LaneState& ls : lanes) gates.push_back(gate(ls, AllDeps(ls.frontier)));
       if (req_.phase == Phase::kForward && !prefetch) weights = ExpertWeightsBroadcast(lanes, l, gates);
       gates.insert(gates.end(), weights.begin(), weights.end());
-      const TaskId dispatch = a2a(to_experts, gates);
-      std::vector<TaskId> done;
-      for (size_t i = 0; i < lanes.size(); ++i) done.push_back(experts(lanes[i], i, {dispatch}));
-      const TaskId combine = a2a(from_experts, done);
-      for (LaneState& ls : lanes) ls.frontier = {{combine}};
+      const std::vector<TaskId> combined = round_trip(gates);
+      for (LaneState& ls : lanes) ls.frontier = {combined};
       return absl::OkStatus();
     }
     // Backward: gradients of the combined outputs go back to the experts, the experts'
@@ -321,19 +328,61 @@ class Emitter {
       const auto d = AllDeps(ls.frontier);
       ready.insert(ready.end(), d.begin(), d.end());
     }
-    const TaskId to = a2a(to_experts, ready);
-    std::vector<TaskId> done;
-    for (size_t i = 0; i < lanes.size(); ++i) {
-      const TaskId id = experts(lanes[i], i, {to});
-      done.push_back(id);
-    }
-    const TaskId back = a2a(from_experts, done);
+    const std::vector<TaskId> back = round_trip(ready);
     for (LaneState& ls : lanes) {
-      const TaskId id = gate(ls, {back});
+      const TaskId id = gate(ls, back);
       RecordBackward(ls.lane, 0, 1, l, id);
       ls.frontier = {{id}};
     }
     return absl::OkStatus();
+  }
+
+  // FasterMoE's smart schedule: step j moves the tokens between each rank and the ranks of
+  // group (its own + j) mod `steps` (all-to-all-v on the expert stream, one after another),
+  // each rank's experts compute step j's tokens as they arrive, and the outputs go back step
+  // by step; returns the returning exchanges.
+  std::vector<TaskId> SteppedRoundTrip(std::vector<LaneState>& lanes, const TokenExchange& x, const Layer& layer,
+                                       double act_elem, std::int32_t group, const LayerRun& run, int steps,
+                                       const std::vector<TaskId>& deps) {
+    const Lane& lead = lanes.front().lane;
+    const int l = run.first;
+    const size_t n = lanes.size();
+    const size_t per = n / static_cast<size_t>(steps);
+    auto step_of = [&](size_t src, size_t dst) {
+      return (dst / per + static_cast<size_t>(steps) - src / per) % static_cast<size_t>(steps);
+    };
+    auto matrix = [&](size_t step, bool out) {
+      AllToAllVWork w;
+      w.bytes.assign(n * n, 0);
+      for (size_t i = 0; i < n; ++i) {
+        for (size_t j = 0; j < n; ++j) {
+          // Out: src i sends its tokens to the experts on j; back: j returns i's outputs.
+          const size_t src = out ? i : j, dst = out ? j : i;
+          if (step_of(src, dst) != step) continue;
+          w.bytes[i * n + j] = static_cast<std::int64_t>(x.tokens[src * n + dst] * static_cast<double>(layer.hidden) * act_elem);
+        }
+      }
+      return e_.sched.AddWork(w);
+    };
+    std::vector<TaskId> arrive(static_cast<size_t>(steps));
+    std::vector<std::vector<TaskId>> done(static_cast<size_t>(steps));
+    for (size_t s = 0; s < static_cast<size_t>(steps); ++s) {
+      arrive[s] = Collective(lead, CollectiveOp::kAllToAllV, group, streams::kExpertComm, l, l + 1, lead.fraction, 0,
+                             s == 0 ? deps : std::vector<TaskId>{arrive[s - 1]}, matrix(s, true));
+      for (size_t i = 0; i < n; ++i) {
+        double tokens = 0;
+        for (size_t src = 0; src < n; ++src) tokens += step_of(src, i) == s ? x.tokens[src * n + i] : 0.0;
+        done[s].push_back(Compute(lanes[i].lane, 0, 1,
+                                  Work(lanes[i].lane, run, l, l + 1, lanes[i].lane.fraction, LayerPart::kMoeExperts, tokens),
+                                  {arrive[s]}));
+      }
+    }
+    std::vector<TaskId> back;
+    for (size_t s = 0; s < static_cast<size_t>(steps); ++s) {
+      back.push_back(Collective(lead, CollectiveOp::kAllToAllV, group, streams::kExpertComm, l, l + 1, lead.fraction, 0,
+                                done[s], matrix(s, false)));
+    }
+    return back;
   }
 
   // The first forward of a MoE layer in an iteration copies each replicated expert's weights

@@ -125,6 +125,12 @@ absl::Status LoadBalancer::Refine(RefineContext& ctx) {
   TESTBED_ASSIGN_OR_RETURN(const RoutingMaker maker, RoutingMaker::Make(routing_, static_cast<int>(moe.size()), ranks, experts));
   plan.experts.capacity_factor = routing_.capacity_factor;
   plan.experts.prefetch_copies = PrefetchesCopies();
+  const int exchange_steps = ExchangeSteps(ranks);
+  if (exchange_steps < 1 || ranks % exchange_steps != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the balancer asks for a token exchange in ", exchange_steps,
+                                                   " steps over ", ranks, " ranks; expected a divisor of ", ranks));
+  }
+  plan.experts.exchange_steps = exchange_steps;
   const int steps = static_cast<int>(std::max<std::int64_t>(1, train.steps));
   BalanceTable table;
   double sum_before = 0, sum_after = 0, search_s = 0, calls = 0, reused = 0, copies = 0, predicted = 0;

@@ -81,30 +81,35 @@ void AddHostCopyMetrics(const ReportInputs& in, double steps, MetricSet& m) {
 
 // MoE layers under expert parallelism: per iteration, layer, micro-batch and expert-parallel
 // group, the time of its all-to-alls (start to end) plus its busiest rank's expert compute,
-// forward and backward (what a load balancer's cost model predicts), averaged.
+// forward and backward (the sum of the parts, overlap not credited: what a load balancer's
+// cost model predicts), averaged.
 void AddMoeMetrics(const ReportInputs& in, MetricSet& m) {
   const int ep = in.plan.experts.degree;
   if (ep < 2) return;
   using Key = std::tuple<int, int, int, int>;  // iteration, layer, micro-batch, group
-  std::map<Key, double> a2a;
-  std::map<std::tuple<int, int, int, int, int>, double> experts;  // + phase: busiest rank's expert time
+  std::map<Key, double> layer_time;
+  std::map<std::tuple<Key, int, DeviceId>, double> expert_time;  // + phase, device: summed over steps
   for (TaskId t = 0; t < static_cast<TaskId>(in.schedule.size()); ++t) {
     const Task& task = in.schedule.task(t);
     const double took = in.result.task_end_s[static_cast<size_t>(t)] - in.result.task_start_s[static_cast<size_t>(t)];
-    const int group = task.replica / ep;
+    const Key key{task.iteration, task.first_layer, task.micro_batch, task.replica / ep};
     if (task.kind == TaskKind::kCollective && task.op == CollectiveOp::kAllToAllV &&
         in.model.layers[static_cast<size_t>(task.first_layer)].kind == LayerKind::kMoe) {
-      a2a[{task.iteration, task.first_layer, task.micro_batch, group}] += took;
+      layer_time[key] += took;
     } else if (task.kind == TaskKind::kCompute && task.work >= 0 && in.schedule.compute(t).part == LayerPart::kMoeExperts) {
-      double& e = experts[{task.iteration, task.first_layer, task.micro_batch, group, static_cast<int>(task.phase)}];
-      e = std::max(e, took);
+      expert_time[{key, static_cast<int>(task.phase), task.device}] += took;
     }
   }
-  if (a2a.empty()) return;
-  for (const auto& [k, s] : experts) a2a[{std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k)}] += s;
+  if (layer_time.empty()) return;
+  std::map<std::pair<Key, int>, double> busiest;
+  for (const auto& [k, s] : expert_time) {
+    double& b = busiest[{std::get<0>(k), std::get<1>(k)}];
+    b = std::max(b, s);
+  }
+  for (const auto& [k, s] : busiest) layer_time[k.first] += s;
   double sum = 0;
-  for (const auto& [k, s] : a2a) sum += s;
-  m.Add("moe_layer_time_s", sum / static_cast<double>(a2a.size()), "s", Better::kLower);
+  for (const auto& [k, s] : layer_time) sum += s;
+  m.Add("moe_layer_time_s", sum / static_cast<double>(layer_time.size()), "s", Better::kLower);
 }
 
 }  // namespace
