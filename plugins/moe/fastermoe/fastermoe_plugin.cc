@@ -15,7 +15,7 @@ namespace {
 
 class FasterMoe final : public LoadBalancer {
  public:
-  FasterMoe(MoeRouting routing, ShadowConstants k) : LoadBalancer(std::move(routing)), k_(k) {}
+  FasterMoe(MoeRouting routing, ShadowConstants k, int group) : LoadBalancer(std::move(routing)), k_(k), group_(group) {}
 
   absl::StatusOr<BalanceDecision> Place(const BalanceInput& in) override {
     ShadowConstants k = k_;
@@ -36,9 +36,15 @@ class FasterMoe final : public LoadBalancer {
   // The shadows are chosen after the gate from this iteration's counts: their weights cannot
   // leave before the layer is reached.
   bool PrefetchesCopies() const noexcept override { return false; }
+  // The smart schedule: groups of `group_` workers, one step per group (off when 0 or when
+  // the group does not divide the ranks).
+  int ExchangeSteps(int ranks) const noexcept override {
+    return group_ > 0 && group_ < ranks && ranks % group_ == 0 ? ranks / group_ : 1;
+  }
 
  private:
   ShadowConstants k_;
+  int group_;
 };
 
 absl::Status Register(Registry& r) {
@@ -50,6 +56,9 @@ absl::Status Register(Registry& r) {
   params.push_back(ParamSpec::Double("d_model", 0).Range(0, 1e7).Unit("elements")
                        .Doc("policy: feature length of the expert input (0: the model's hidden)"));
   params.push_back(ParamSpec::Double("data_bytes", 4).Range(0.5, 8).Unit("B").Doc("policy: bytes per element"));
+  params.push_back(ParamSpec::Int("smart_schedule_group", 4).Range(0, 1 << 20).Unit("ranks")
+                       .Doc("smart schedule: workers per group, the all-to-all run group by group so that expert "
+                            "compute overlaps the next exchange (public implementation: 4); 0: off"));
   return r.Add<LoadBalancer>(
       "fastermoe", "FasterMoE: dynamic shadowing of the heaviest experts on every rank while the modelled latency falls",
       std::move(params), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<LoadBalancer>> {
@@ -61,8 +70,9 @@ absl::Status Register(Registry& r) {
         k.alpha = read.Get<double>("alpha");
         k.d_model = read.Get<double>("d_model");
         k.data_bytes = read.Get<double>("data_bytes");
+        const int group = static_cast<int>(read.Get<std::int64_t>("smart_schedule_group"));
         TESTBED_RETURN_IF_ERROR(read.status());
-        return std::make_unique<FasterMoe>(std::move(routing), k);
+        return std::make_unique<FasterMoe>(std::move(routing), k, group);
       });
 }
 
