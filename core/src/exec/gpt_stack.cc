@@ -222,6 +222,13 @@ absl::StatusOr<Matrix<float>> MoeSublayer::Backward(const Matrix<float>& dy, con
   return Matrix<float>(dx + dy);
 }
 
+std::vector<train::Param<float>*> MoeSublayer::ExpertParams(int e) {
+  // Both MoE layers list the gate weight, then four parameters per expert.
+  const std::vector<train::Param<float>*> all = moe_->Params();
+  const auto first = all.begin() + 1 + 4 * static_cast<std::ptrdiff_t>(e);
+  return std::vector<train::Param<float>*>(first, first + 4);
+}
+
 std::vector<train::Param<float>*> MoeSublayer::Params() {
   std::vector<train::Param<float>*> out = ln_.Params();
   for (train::Param<float>* p : moe_->Params()) out.push_back(p);

@@ -136,6 +136,8 @@ class MoeSublayer final : public train::Layer<float> {
   [[nodiscard]] std::vector<std::int64_t> TokensPerExpert(const LayerCache<float>& cache) const;
   [[nodiscard]] std::vector<std::int64_t> ComputedPerExpert(const LayerCache<float>& cache) const;
   [[nodiscard]] int experts() const noexcept { return experts_; }
+  // Expert e's parameters: fc1 weight and bias, fc2 weight and bias.
+  [[nodiscard]] std::vector<train::Param<float>*> ExpertParams(int e);
 
   [[nodiscard]] std::string kind() const override { return "moe_sublayer"; }
   [[nodiscard]] absl::StatusOr<Matrix<float>> Forward(const Matrix<float>& x, LayerCache<float>& cache) override;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -87,6 +88,27 @@ class MoeRank {
       }
     }
     params_ = model_.Params();
+    // Under expert parallelism an expert's weights are its owner's to update: the optimizer
+    // steps the shared parameters and the experts this rank owns.
+    std::set<const train::Param<float>*> expert;
+    for (size_t i = 0; i < moe_.size() && ep_ > 1; ++i) {
+      auto& layer = dynamic_cast<MoeSublayer&>(model_.layer(moe_[i]));
+      expert_params_.emplace_back();
+      for (int e = 0; e < layer.experts(); ++e) {
+        expert_params_.back().push_back(layer.ExpertParams(e));
+        for (train::Param<float>* p : expert_params_.back().back()) expert.insert(p);
+      }
+    }
+    for (train::Param<float>* p : params_) {
+      if (expert.count(p) == 0) shared_params_.push_back(p);
+    }
+    stepped_ = shared_params_;
+    for (size_t i = 0; i < expert_params_.size(); ++i) {
+      for (size_t e = 0; e < expert_params_[i].size(); ++e) {
+        if (placement_[i].owner[e] != comm_.rank()) continue;
+        stepped_.insert(stepped_.end(), expert_params_[i][e].begin(), expert_params_[i][e].end());
+      }
+    }
     if (run_.train.optimizer == "sgd") {
       optimizer_ = std::make_unique<train::Sgd<float>>(train::SgdOptions{run_.train.learning_rate, o_.momentum, 0.0});
     } else {
@@ -127,7 +149,8 @@ class MoeRank {
       }
     }
     if (R > 1) {
-      TESTBED_RETURN_IF_ERROR(SumGradients());
+      TESTBED_RETURN_IF_ERROR(SumGradients(shared_params_));
+      TESTBED_RETURN_IF_ERROR(ReduceCopiesToOwners());
       TESTBED_RETURN_IF_ERROR(comm_.AllReduce(sums.data(), sums.data(), 1, DataType::kFloat64, ReduceOp::kSum));
     }
     // Every rank's routing and load: gathered, the same on every rank.
@@ -140,9 +163,9 @@ class MoeRank {
       all_computed = computed;
     }
     if (o_.weight_decay > 0) {
-      for (train::Param<float>* p : params_) p->grad += static_cast<float>(o_.weight_decay) * p->value;
+      for (train::Param<float>* p : stepped_) p->grad += static_cast<float>(o_.weight_decay) * p->value;
     }
-    optimizer_->Step(params_);
+    optimizer_->Step(stepped_);
     for (train::Param<float>* p : params_) p->ZeroGrad();
     StepFigures f;
     f.loss = sums[0];
@@ -158,28 +181,112 @@ class MoeRank {
       f.routing.push_back(std::move(r));
     }
     TESTBED_RETURN_IF_ERROR(Rebalance(it, f.routing));
+    TESTBED_RETURN_IF_ERROR(SendWeightsToCopies());
     f.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
     return f;
   }
 
  private:
-  absl::Status SumGradients() {
+  absl::Status SumGradients(const std::vector<train::Param<float>*>& params) {
     size_t n = 0;
-    for (train::Param<float>* p : params_) n += static_cast<size_t>(p->grad.size());
+    for (train::Param<float>* p : params) n += static_cast<size_t>(p->grad.size());
     flat_.resize(n);
     size_t at = 0;
-    for (train::Param<float>* p : params_) {
+    for (train::Param<float>* p : params) {
       std::memcpy(flat_.data() + at, p->grad.data(), static_cast<size_t>(p->grad.size()) * sizeof(float));
       at += static_cast<size_t>(p->grad.size());
     }
     TESTBED_RETURN_IF_ERROR(comm_.AllReduce(flat_.data(), flat_.data(), static_cast<std::int64_t>(n), DataType::kFloat32,
                                             ReduceOp::kSum));
     at = 0;
-    for (train::Param<float>* p : params_) {
+    for (train::Param<float>* p : params) {
       std::memcpy(p->grad.data(), flat_.data() + at, static_cast<size_t>(p->grad.size()) * sizeof(float));
       at += static_cast<size_t>(p->grad.size());
     }
     return absl::OkStatus();
+  }
+
+  // Pro-Prophet's Agg: each copy's gradients of an expert go to its owner, which adds them.
+  absl::Status ReduceCopiesToOwners() {
+    std::vector<std::vector<float>> out, in;
+    std::vector<std::pair<std::vector<train::Param<float>*>*, size_t>> add;  // params, index into `in`
+    std::vector<CommRequestPtr> pending;
+    for (size_t i = 0; i < expert_params_.size(); ++i) {
+      for (size_t e = 0; e < expert_params_[i].size(); ++e) {
+        const int owner = placement_[i].owner[e];
+        const int tag = Tag(i, e, 0);
+        for (int c : placement_[i].replicas[e]) {
+          auto& ps = expert_params_[i][e];
+          if (c == comm_.rank()) {
+            out.push_back(Flatten(ps, true));
+            TESTBED_ASSIGN_OR_RETURN(auto r, comm_.ISend(out.back().data(), static_cast<std::int64_t>(out.back().size()),
+                                                         DataType::kFloat32, owner, tag));
+            pending.push_back(std::move(r));
+          } else if (owner == comm_.rank()) {
+            in.emplace_back(Flatten(ps, true).size());
+            add.emplace_back(&ps, in.size() - 1);
+            TESTBED_ASSIGN_OR_RETURN(auto r, comm_.IRecv(in.back().data(), static_cast<std::int64_t>(in.back().size()),
+                                                         DataType::kFloat32, c, tag));
+            pending.push_back(std::move(r));
+          }
+        }
+      }
+    }
+    for (auto& r : pending) TESTBED_RETURN_IF_ERROR(r->Wait());
+    for (auto& [ps, k] : add) Unflatten(in[k], *ps, true, true);
+    return absl::OkStatus();
+  }
+
+  // Pro-Prophet's Trans: before an iteration, every copy of an expert gets its owner's weights.
+  absl::Status SendWeightsToCopies() {
+    std::vector<std::vector<float>> out, in;
+    std::vector<std::pair<std::vector<train::Param<float>*>*, size_t>> set;
+    std::vector<CommRequestPtr> pending;
+    for (size_t i = 0; i < expert_params_.size(); ++i) {
+      for (size_t e = 0; e < expert_params_[i].size(); ++e) {
+        const int owner = placement_[i].owner[e];
+        const int tag = Tag(i, e, 1);
+        for (int c : placement_[i].replicas[e]) {
+          auto& ps = expert_params_[i][e];
+          if (owner == comm_.rank()) {
+            out.push_back(Flatten(ps, false));
+            TESTBED_ASSIGN_OR_RETURN(auto r, comm_.ISend(out.back().data(), static_cast<std::int64_t>(out.back().size()),
+                                                         DataType::kFloat32, c, tag));
+            pending.push_back(std::move(r));
+          } else if (c == comm_.rank()) {
+            in.emplace_back(Flatten(ps, false).size());
+            set.emplace_back(&ps, in.size() - 1);
+            TESTBED_ASSIGN_OR_RETURN(auto r, comm_.IRecv(in.back().data(), static_cast<std::int64_t>(in.back().size()),
+                                                         DataType::kFloat32, owner, tag));
+            pending.push_back(std::move(r));
+          }
+        }
+      }
+    }
+    for (auto& r : pending) TESTBED_RETURN_IF_ERROR(r->Wait());
+    for (auto& [ps, k] : set) Unflatten(in[k], *ps, false, false);
+    return absl::OkStatus();
+  }
+
+  int Tag(size_t layer, size_t expert, int kind) const {
+    const size_t experts = expert_params_.empty() ? 1 : expert_params_.front().size();
+    return static_cast<int>(((layer * experts + expert) * 2 + static_cast<size_t>(kind)) % CommGroup::kMaxTag);
+  }
+  static std::vector<float> Flatten(const std::vector<train::Param<float>*>& ps, bool grads) {
+    std::vector<float> v;
+    for (const train::Param<float>* p : ps) {
+      const auto& m = grads ? p->grad : p->value;
+      v.insert(v.end(), m.data(), m.data() + m.size());
+    }
+    return v;
+  }
+  static void Unflatten(const std::vector<float>& v, std::vector<train::Param<float>*>& ps, bool grads, bool add) {
+    size_t at = 0;
+    for (train::Param<float>* p : ps) {
+      auto& m = grads ? p->grad : p->value;
+      for (Eigen::Index k = 0; k < m.size(); ++k) m.data()[k] = add ? m.data()[k] + v[at + static_cast<size_t>(k)] : v[at + static_cast<size_t>(k)];
+      at += static_cast<size_t>(m.size());
+    }
   }
 
   // The next iteration's placement of each MoE layer: the balancer's answer to this one's
@@ -192,6 +299,11 @@ class MoeRank {
       TESTBED_ASSIGN_OR_RETURN(BalanceDecision d, balancer_->Place(in));
       TESTBED_RETURN_IF_ERROR(CheckPlacement(d.placement, shape.experts, shape.ranks,
                                              absl::StrCat("load_balancer, layer ", moe_[i], ", iteration ", it + 1)));
+      if (d.placement.owner != placement_[i].owner) {
+        return absl::UnimplementedError(absl::StrCat("load_balancer, layer ", moe_[i], ", iteration ", it + 1,
+                                                     ": real training keeps each expert on its owner (its optimizer "
+                                                     "state lives there); the balancer moved an owner"));
+      }
       placement_[i] = std::move(d.placement);
       TESTBED_RETURN_IF_ERROR(dynamic_cast<MoeSublayer&>(model_.layer(moe_[i])).SetHolders(HoldersOf(placement_[i])));
     }
@@ -207,6 +319,9 @@ class MoeRank {
   std::vector<int> moe_;
   std::vector<ExpertPlacement> placement_;
   std::vector<train::Param<float>*> params_;
+  std::vector<train::Param<float>*> shared_params_;  // all but the experts' (summed over the ranks)
+  std::vector<train::Param<float>*> stepped_;        // shared and the experts this rank owns
+  std::vector<std::vector<std::vector<train::Param<float>*>>> expert_params_;  // [MoE layer][expert]
   std::unique_ptr<train::Optimizer<float>> optimizer_;
   std::vector<float> flat_;
 };
@@ -228,6 +343,13 @@ absl::StatusOr<RunOutput> TrainMoe(const ResolvedRun& run, const Registry& regis
   const ComponentChoice* lb = run.Component(ComponentKind::kLoadBalancer);
   if (lb != nullptr && ep < 2) {
     return absl::InvalidArgumentError("a load balancer needs expert parallelism: set [parallel] ep = dp");
+  }
+  if (lb != nullptr) {
+    auto capacity = lb->params.Get<double>("capacity_factor");
+    if (capacity.ok() && *capacity > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("load_balancer '", lb->name, "': capacity_factor = ", *capacity,
+                                                     "; real training runs dropless MoE layers (set it to 0)"));
+    }
   }
   const std::int64_t micro_batch = run.train.micro_batch;
   std::int64_t mbs = std::max<std::int64_t>(1, run.train.micro_batches);
@@ -325,7 +447,8 @@ absl::StatusOr<RunOutput> TrainMoe(const ResolvedRun& run, const Registry& regis
   out.notes.push_back(absl::StrCat("moe-gpt trained for real on ", dp, " ranks, expert parallelism ", ep > 1 ? "over all of them" : "off",
                                    lb != nullptr ? absl::StrCat(", load balancer ", lb->name, " placing each iteration's copies from "
                                                                 "the previous iteration's measured routing") : "",
-                                   "; every rank keeps every expert's weights and all gradients are summed over the ranks"));
+                                   ep > 1 ? "; each expert updated by its owner, copies' gradients sent to it and its weights "
+                                            "sent to the copies" : ""));
   return out;
 }
 

@@ -8,11 +8,12 @@
 // (optionally written as a routing trace, testbed/routing_trace.h) and the balance degree of
 // the tokens each rank computed.
 //
-// What differs from a production expert-parallel system: every rank keeps every expert's
-// weights and all gradients are all-reduced (summed, then every rank takes the same step), so
-// an expert's gradient comes out as the sum over the ranks that computed its tokens, the same
-// numbers as reducing copies to their owners, with more traffic; copies therefore need no
-// weight transfer. The simulator models the traffic of the faithful scheme.
+// Under expert parallelism only an expert's owner updates it (and keeps its optimizer
+// state): the shared parameters' gradients are summed over the ranks, each copy's gradients
+// of an expert are sent to its owner (Agg), and before an iteration every copy receives its
+// owner's weights (Trans), by point-to-point messages. What differs from a production system:
+// every rank allocates every expert's weights (those it neither owns nor copies stay stale and
+// unused), and the layers are dropless (no capacity factor).
 #pragma once
 
 #include <cstdint>

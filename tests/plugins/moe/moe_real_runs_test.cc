@@ -156,6 +156,9 @@ TEST_F(MoeRealRuns, BadSettingsAreNamed) {
   const auto no_ep = Real("[[arm]]\nname = \"x\"\n\"parallel.ep\" = 1\nload_balancer = \"pro_prophet\"\n");
   ASSERT_FALSE(no_ep[0].ok());
   EXPECT_THAT(no_ep[0].status().message(), HasSubstr("a load balancer needs expert parallelism"));
+  const auto capped = Real("[[arm]]\nname = \"x\"\nload_balancer = { use = \"fastermoe\", capacity_factor = 1.25 }\n");
+  ASSERT_FALSE(capped[0].ok());
+  EXPECT_THAT(capped[0].status().message(), HasSubstr("capacity_factor = 1.25; real training runs dropless"));
 }
 
 }  // namespace
