@@ -21,7 +21,8 @@
 // many steps tokens are exchanged, and adds the figures to the plan's metrics
 // (balance_degree_before / _after: standard deviation of tokens per rank without and with the
 // balancer; balance_ratio: their quotient, the papers' RB; expert_copies_per_layer;
-// balancer_search_s_per_call; placement_reuse_fraction) and the table "moe_balance" (per
+// balancer_search_s_per_call; placement_reuse_fraction; routing_synthetic and routing_traced:
+// where the routing came from) and the table "moe_balance" (per
 // iteration and MoE layer).
 #pragma once
 

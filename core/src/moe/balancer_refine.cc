@@ -196,6 +196,7 @@ absl::Status LoadBalancer::Refine(RefineContext& ctx) {
   m.Add("placement_reuse_fraction", reused / n, "1", Better::kNeither);
   if (predicted > 0) m.Add("balancer_predicted_layer_s", predicted / n, "s", Better::kLower);
   m.Add("routing_traced", maker.traced() ? 1.0 : 0.0, "1", Better::kNeither);
+  m.Add("routing_synthetic", routing_.routing == "synthetic" ? 1.0 : 0.0, "1", Better::kNeither);
   plan.planner_tables.push_back(table.Make());
   return absl::OkStatus();
 }

@@ -71,6 +71,7 @@ load_balancer = { use = "prophet", skew = 1.5 }
   ASSERT_EQ(outs.size(), 4u);
   for (const auto& o : outs) ASSERT_TRUE(o.ok()) << o.status();
   const RunOutput &ds = *outs[0], &faster = *outs[1], &pro = *outs[2], &prophet = *outs[3];
+  EXPECT_DOUBLE_EQ(MetricOf(ds, "routing_synthetic"), 1);
   // The same routing in every arm: the degree before balancing is the same.
   const double before = MetricOf(ds, "balance_degree_before");
   ASSERT_GT(before, 0);
@@ -122,6 +123,7 @@ TEST_F(BalancerRuns, ATraceDrivesTheRoutingAndItsShapeIsChecked) {
   const double dev = 1024 * std::sqrt(3.0);
   EXPECT_NEAR(MetricOf(*outs[0], "balance_degree_before"), dev, 1e-6);
   EXPECT_DOUBLE_EQ(MetricOf(*outs[0], "routing_traced"), 1);
+  EXPECT_DOUBLE_EQ(MetricOf(*outs[0], "routing_synthetic"), 0);
   // Ranks whose experts get no token cost nothing there, with either device model.
   const auto calibrated = Sim(kMoe, "[[arm]]\nname = \"ds\"\ndevice_model = \"calibrated\"\nload_balancer = { use = "
                                     "\"deepspeed_moe\", routing = \"" + path.string() + "\" }\n");
