@@ -168,47 +168,71 @@ TEST(Iterations, PerStepRoutingSetsEachIterationsAllToAll) {
   EXPECT_EQ(seen[1], 2);
 }
 
-TEST(Iterations, ExpertCopiesArePrefetchedOrSentAfterTheGates) {
-  // Expert 0 copied to rank 1 in both of two iterations. Prefetched, the copy of iteration 1
-  // leaves when iteration 0's optimizer step on its owner ends, before the layer's gates;
-  // otherwise it waits for the gates of its iteration's first micro-batch.
-  const ModelGraph model = Moe();
+TEST(Iterations, ExpertCopiesLeaveWhenTheirTimingSays) {
+  // Expert 0 of the model's second MoE layer copied to rank 1 in both of two iterations.
+  // After the step: the copy of iteration 1 leaves when iteration 0's optimizer step on its
+  // owner ends, before the layer's gates; at the layer: after its gates; in the previous
+  // block: two halves, after the first MoE layer's gates and after its experts.
+  ModelShape shape = Moe().shape;
+  shape.layers = 2;
+  const ModelGraph model = *BuildModelGraph(shape);
   const Cluster cluster = StarCluster(4, 1e10, 1e-6);
   const GridSpec g = FourReplicas(model);
-  const int moe = 2;
+  int second = -1;
+  for (size_t l = 0; l < model.layers.size(); ++l) second = model.layers[l].kind == LayerKind::kMoe ? static_cast<int>(l) : second;
   ProgramSource ofob = [](int mb) -> absl::StatusOr<PipelineProgram> { return OneFOneBProgram(1, mb); };
-  for (const bool prefetch : {true, false}) {
+  for (const CopyTiming timing : {CopyTiming::kAfterStep, CopyTiming::kAtLayer, CopyTiming::kPreviousBlock}) {
     Plan plan = GridPlan(g);
     plan.experts.degree = 4;
-    plan.experts.prefetch_copies = prefetch;
-    ExpertPlacement p{{0, 1, 2, 3}, {{1}, {}, {}, {}}};
-    plan.experts.placement[moe] = p;
+    plan.experts.copy_timing = timing;
+    plan.experts.placement[second] = ExpertPlacement{{0, 1, 2, 3}, {{1}, {}, {}, {}}};
     const Ran r = RunProgram(model, cluster, plan, ofob, 2, false);
-    int broadcasts = 0;
-    for (TaskId id = 0; id < static_cast<TaskId>(r.schedule.size()); ++id) {
-      const Task& t = r.schedule.task(id);
-      if (t.kind != TaskKind::kCollective || t.op != CollectiveOp::kBroadcast) continue;
-      ++broadcasts;
-      const double start = r.result.task_start_s[static_cast<size_t>(id)];
-      double gates_end = 0, optimizer_end = 0;
-      for (TaskId j = 0; j < static_cast<TaskId>(r.schedule.size()); ++j) {
-        const Task& u = r.schedule.task(j);
-        if (u.iteration == t.iteration && u.kind == TaskKind::kCompute && u.phase == Phase::kForward && u.work >= 0 &&
-            r.schedule.compute(j).part == LayerPart::kMoeGate) {
-          gates_end = std::max(gates_end, r.result.task_end_s[static_cast<size_t>(j)]);
+    const Schedule& s = r.schedule;
+    auto end_of = [&](int iteration, int layer, LayerPart part) {
+      double end = 0;
+      for (TaskId j = 0; j < static_cast<TaskId>(s.size()); ++j) {
+        const Task& u = s.task(j);
+        if (u.iteration == iteration && u.kind == TaskKind::kCompute && u.phase == Phase::kForward && u.work >= 0 &&
+            u.first_layer == layer && s.compute(j).part == part) {
+          end = std::max(end, r.result.task_end_s[static_cast<size_t>(j)]);
         }
+      }
+      return end;
+    };
+    std::vector<std::pair<TaskId, double>> broadcasts;
+    for (TaskId id = 0; id < static_cast<TaskId>(s.size()); ++id) {
+      const Task& t = s.task(id);
+      if (t.kind == TaskKind::kCollective && t.op == CollectiveOp::kBroadcast) {
+        broadcasts.emplace_back(id, r.result.task_start_s[static_cast<size_t>(id)]);
+      }
+    }
+    const int parts = timing == CopyTiming::kPreviousBlock ? 2 : 1;
+    ASSERT_EQ(broadcasts.size(), static_cast<size_t>(2 * parts));
+    for (size_t b = 0; b < broadcasts.size(); ++b) {
+      const Task& t = s.task(broadcasts[b].first);
+      const double start = broadcasts[b].second;
+      const std::int64_t full = static_cast<std::int64_t>(static_cast<double>(model.layers[static_cast<size_t>(second)].expert_params) * 2);
+      EXPECT_EQ(t.bytes, full / parts) << s.Describe(broadcasts[b].first);
+      double optimizer_end = 0;
+      for (TaskId j = 0; j < static_cast<TaskId>(s.size()); ++j) {
+        const Task& u = s.task(j);
         if (u.iteration == t.iteration - 1 && u.kind == TaskKind::kKernel && u.device == 0) {
           optimizer_end = std::max(optimizer_end, r.result.task_end_s[static_cast<size_t>(j)]);
         }
       }
-      if (prefetch) {
-        EXPECT_DOUBLE_EQ(start, optimizer_end) << r.schedule.Describe(id);
-        EXPECT_LT(start, gates_end) << r.schedule.Describe(id);
+      const double gates = end_of(t.iteration, second, LayerPart::kMoeGate);
+      if (timing == CopyTiming::kAfterStep) {
+        EXPECT_DOUBLE_EQ(start, optimizer_end) << s.Describe(broadcasts[b].first);
+        EXPECT_LT(start, gates);
+      } else if (timing == CopyTiming::kAtLayer) {
+        EXPECT_GE(start, gates) << s.Describe(broadcasts[b].first);
       } else {
-        EXPECT_GE(start, gates_end) << r.schedule.Describe(id);
+        const int first_moe = second - 2;
+        const LayerPart after = b % 2 == 0 ? LayerPart::kMoeGate : LayerPart::kMoeExperts;
+        EXPECT_GE(start, end_of(t.iteration, first_moe, after)) << s.Describe(broadcasts[b].first);
+        EXPECT_LT(start, gates) << s.Describe(broadcasts[b].first);
       }
     }
-    EXPECT_EQ(broadcasts, 2) << "one copy per iteration, prefetch " << prefetch;
   }
 }
 

@@ -17,7 +17,7 @@
 // a drift across iterations, or a trace file), writes it into the step inputs of every
 // iteration (train.steps) and MoE layer, calls Place for each, writes the placements into the
 // step inputs (and the iteration with the most copies into the plan, so that static memory
-// counts them), sets the plan's capacity factor, whether copies are prefetched and in how
+// counts them), sets the plan's capacity factor, when copies are sent and in how
 // many steps tokens are exchanged, and adds the figures to the plan's metrics
 // (balance_degree_before / _after: standard deviation of tokens per rank without and with the
 // balancer; balance_ratio: their quotient, the papers' RB; expert_copies_per_layer;
@@ -139,9 +139,10 @@ class LoadBalancer : public PlanRefiner {
   // InvalidArgument when the balancer cannot decide (a setting that does not suit the layer).
   [[nodiscard]] virtual absl::StatusOr<BalanceDecision> Place(const BalanceInput& input) = 0;
 
-  // Whether an iteration's copies can be sent before the iteration (the placement is known
-  // ahead: Plan::experts.prefetch_copies); false for a decision made after the gate.
-  [[nodiscard]] virtual bool PrefetchesCopies() const noexcept { return true; }
+  // When an iteration's copies leave their owners (Plan::experts.copy_timing): kAfterStep
+  // when the placement is known before the iteration, kAtLayer for a decision made after the
+  // gate.
+  [[nodiscard]] virtual CopyTiming CopiesSent() const noexcept { return CopyTiming::kAfterStep; }
   // In how many steps the tokens' round trip runs over `ranks` ranks (a divisor of ranks;
   // Plan::experts.exchange_steps): FasterMoE's smart schedule; 1 for one all-to-all each way.
   [[nodiscard]] virtual int ExchangeSteps(int ranks) const noexcept {

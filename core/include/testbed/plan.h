@@ -119,6 +119,20 @@ struct ExpertPlacement {
   friend bool operator==(const ExpertPlacement&, const ExpertPlacement&) = default;
 };
 
+// When the weights of an iteration's expert copies leave their owners.
+enum class CopyTiming : std::uint8_t {
+  // As soon as the previous iteration's optimizer step is done (the placement is known before
+  // the iteration; the most overlap).
+  kAfterStep,
+  // Pro-Prophet's block-wise scheduler: a MoE layer's copies in two halves, the first when the
+  // previous MoE layer's gates run, the second when its experts do (the first MoE layer of a
+  // stage: after the step).
+  kPreviousBlock,
+  // When the layer is reached, after its gates (a decision made after the gate, FasterMoE's,
+  // or the planner-only ablation without overlap).
+  kAtLayer,
+};
+
 // Expert parallelism: the data-parallel replicas of a stage form groups of `degree`
 // consecutive replicas; the MoE layers of the stage spread their experts over a group (rank k
 // of the group is replica g * degree + k) and exchange tokens by all-to-all-v inside it.
@@ -129,12 +143,8 @@ struct ExpertParallelism {
   // Tokens an expert takes per rank and micro-batch: capacity_factor x (tokens x top_k /
   // experts); tokens beyond it are dropped. 0: dropless.
   double capacity_factor = 0.0;
-  // When an iteration's expert copies are sent from their owners: true, as soon as the
-  // previous iteration's optimizer step is done (the placement is known before the iteration:
-  // Prophet's and Pro-Prophet's schedulers hide the transfer behind earlier layers); false,
-  // when the layer is reached, after its gates (a decision made after the gate, FasterMoE's,
-  // or the planner-only ablation without overlap).
-  bool prefetch_copies = true;
+  // When an iteration's expert copies are sent from their owners (CopyTiming).
+  CopyTiming copy_timing = CopyTiming::kAfterStep;
   // The tokens' round trip through the experts in this many steps (FasterMoE's smart
   // schedule; it divides `degree`): the ranks form `exchange_steps` groups of consecutive
   // ranks, step j exchanges each rank's tokens with the ranks of group (its own + j) mod

@@ -168,6 +168,10 @@ class Expansion {
   std::set<std::tuple<int, int, int, int, int>> pending_recompute;  // (iteration, stage, replica, chunk, mb)
   // Expert weights already broadcast to their copies: (iteration, layer, stage, expert-parallel group).
   std::set<std::tuple<int, int, int, int>> broadcast_done;
+  // Per (iteration, stage, expert-parallel group): the gates and the expert tasks of the first
+  // forward of the latest MoE layer expanded (Pro-Prophet's copies ride on them).
+  std::map<std::tuple<int, int, int>, std::pair<std::vector<TaskId>, std::vector<TaskId>>> moe_block_marks;
+  std::set<std::tuple<int, int, int, int>> moe_marked;  // (iteration, stage, group, layer) recorded
 
  private:
   std::vector<std::vector<std::vector<PipelineOp>>> ops_;        // [stage][replica]

@@ -308,16 +308,33 @@ class Emitter {
       return SteppedRoundTrip(lanes, x, layer, act_elem, group, run, steps, deps);
     };
     if (req_.phase != Phase::kBackward) {
-      // Copies sent ahead (prefetched) wait only for the previous optimizer step; otherwise
-      // they leave the owners once the layer's gates have run.
-      const bool prefetch = e_.plan.experts.prefetch_copies;
+      // When the copies leave their owners (Plan::experts.copy_timing): after the previous
+      // optimizer step, in two halves during the previous MoE block, or after this layer's gates.
+      const CopyTiming timing = e_.plan.experts.copy_timing;
+      const bool first = req_.phase == Phase::kForward;
+      const auto block = std::tuple(lead.iteration, lead.stage, lead.replica / std::max(1, e_.plan.experts.degree));
       std::vector<TaskId> weights;
-      if (req_.phase == Phase::kForward && prefetch) weights = ExpertWeightsBroadcast(lanes, l, {});
+      if (first && timing == CopyTiming::kAfterStep) weights = ExpertWeightsBroadcast(lanes, l, {{}});
+      if (first && timing == CopyTiming::kPreviousBlock) {
+        const auto it = e_.moe_block_marks.find(block);
+        weights = it == e_.moe_block_marks.end() ? ExpertWeightsBroadcast(lanes, l, {{}})
+                                                 : ExpertWeightsBroadcast(lanes, l, {it->second.first, it->second.second});
+      }
       std::vector<TaskId> gates;
       for (LaneState& ls : lanes) gates.push_back(gate(ls, AllDeps(ls.frontier)));
-      if (req_.phase == Phase::kForward && !prefetch) weights = ExpertWeightsBroadcast(lanes, l, gates);
+      if (first && timing == CopyTiming::kAtLayer) weights = ExpertWeightsBroadcast(lanes, l, {gates});
+      const std::vector<TaskId> own_gates = gates;
       gates.insert(gates.end(), weights.begin(), weights.end());
+      const size_t before = e_.sched.size();
       const std::vector<TaskId> combined = round_trip(gates);
+      if (first && e_.moe_marked.insert({lead.iteration, lead.stage, std::get<2>(block), l}).second) {
+        // This layer's first forward: its gates and expert tasks carry the next layer's copies.
+        std::vector<TaskId> expert_tasks;
+        for (TaskId t = static_cast<TaskId>(before); t < static_cast<TaskId>(e_.sched.size()); ++t) {
+          if (e_.sched.task(t).kind == TaskKind::kCompute) expert_tasks.push_back(t);
+        }
+        e_.moe_block_marks[block] = {own_gates, expert_tasks};
+      }
       for (LaneState& ls : lanes) ls.frontier = {combined};
       return absl::OkStatus();
     }
@@ -386,9 +403,11 @@ class Emitter {
   }
 
   // The first forward of a MoE layer in an iteration copies each replicated expert's weights
-  // from its owner to the ranks holding copies (Prophet's Trans, FasterMoE's shadowing),
-  // after the previous optimizer step and the tasks in `after`.
-  std::vector<TaskId> ExpertWeightsBroadcast(std::vector<LaneState>& lanes, int l, const std::vector<TaskId>& after) {
+  // from its owner to the ranks holding copies (Prophet's Trans, FasterMoE's shadowing), in
+  // as many equal parts as `after` lists, part p after the previous optimizer step and the
+  // tasks in after[p].
+  std::vector<TaskId> ExpertWeightsBroadcast(std::vector<LaneState>& lanes, int l,
+                                             const std::vector<std::vector<TaskId>>& after) {
     const Lane& lead = lanes.front().lane;
     const int group_index = lead.replica / std::max(1, e_.plan.experts.degree);
     if (!e_.broadcast_done.insert({lead.iteration, l, lead.stage, group_index}).second) return {};
@@ -399,11 +418,16 @@ class Emitter {
       if (p.replicas[ex].empty()) continue;
       std::vector<DeviceId> g = {e_.Dev(lanes[static_cast<size_t>(p.owner[ex])].lane.replica, lead.stage, 0)};
       for (int r : p.replicas[ex]) g.push_back(e_.Dev(lanes[static_cast<size_t>(r)].lane.replica, lead.stage, 0));
-      const auto bytes = static_cast<std::int64_t>(static_cast<double>(layer.expert_params) * e_.WeightElementBytes(l));
-      std::vector<TaskId> deps = after;
-      if (auto it = e_.optimizer_task.find({lead.iteration - 1, g.front()}); it != e_.optimizer_task.end()) deps.push_back(it->second);
-      out.push_back(Collective(lead, CollectiveOp::kBroadcast, e_.sched.Group(g), streams::kExpertComm, l, l + 1, 1.0f,
-                               bytes, deps));
+      const double bytes = static_cast<double>(layer.expert_params) * e_.WeightElementBytes(l);
+      const std::int32_t group = e_.sched.Group(g);
+      for (size_t part = 0; part < after.size(); ++part) {
+        std::vector<TaskId> deps = after[part];
+        if (auto it = e_.optimizer_task.find({lead.iteration - 1, g.front()}); it != e_.optimizer_task.end()) {
+          deps.push_back(it->second);
+        }
+        out.push_back(Collective(lead, CollectiveOp::kBroadcast, group, streams::kExpertComm, l, l + 1, 1.0f,
+                                 static_cast<std::int64_t>(bytes / static_cast<double>(after.size())), deps));
+      }
     }
     return out;
   }

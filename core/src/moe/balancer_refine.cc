@@ -124,7 +124,7 @@ absl::Status LoadBalancer::Refine(RefineContext& ctx) {
   const int experts = static_cast<int>(model.layers[static_cast<size_t>(moe.front())].experts);
   TESTBED_ASSIGN_OR_RETURN(const RoutingMaker maker, RoutingMaker::Make(routing_, static_cast<int>(moe.size()), ranks, experts));
   plan.experts.capacity_factor = routing_.capacity_factor;
-  plan.experts.prefetch_copies = PrefetchesCopies();
+  plan.experts.copy_timing = CopiesSent();
   const int exchange_steps = ExchangeSteps(ranks);
   if (exchange_steps < 1 || ranks % exchange_steps != 0) {
     return absl::InvalidArgumentError(absl::StrCat("the balancer asks for a token exchange in ", exchange_steps,

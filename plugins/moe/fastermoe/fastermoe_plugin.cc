@@ -35,7 +35,7 @@ class FasterMoe final : public LoadBalancer {
   }
   // The shadows are chosen after the gate from this iteration's counts: their weights cannot
   // leave before the layer is reached.
-  bool PrefetchesCopies() const noexcept override { return false; }
+  CopyTiming CopiesSent() const noexcept override { return CopyTiming::kAtLayer; }
   // The smart schedule: groups of `group_` workers, one step per group (off when 0 or when
   // the group does not divide the ranks).
   int ExchangeSteps(int ranks) const noexcept override {

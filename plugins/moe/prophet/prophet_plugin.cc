@@ -51,9 +51,11 @@ class ProProphet final : public LoadBalancer {
     d.predicted_s = s.cost.total_s;
     return d;
   }
-  // With the block-wise scheduler the copies leave ahead, hidden behind earlier blocks;
-  // without it (the planner-only ablation) when the layer is reached.
-  bool PrefetchesCopies() const noexcept override { return k_.scheduler; }
+  // With the block-wise scheduler a layer's copies leave in two halves during the previous
+  // MoE block; without it (the planner-only ablation) when the layer is reached.
+  CopyTiming CopiesSent() const noexcept override {
+    return k_.scheduler ? CopyTiming::kPreviousBlock : CopyTiming::kAtLayer;
+  }
 
  private:
   CostConstants k_;
@@ -75,7 +77,10 @@ class Prophet final : public LoadBalancer {
     d.predicted_s = s.cost.total_s;
     return d;
   }
-  bool PrefetchesCopies() const noexcept override { return k_.scheduler; }
+  // Prophet's layer-wise schedule: a layer's copies hidden behind the previous layer.
+  CopyTiming CopiesSent() const noexcept override {
+    return k_.scheduler ? CopyTiming::kPreviousBlock : CopyTiming::kAtLayer;
+  }
 
  private:
   CostConstants k_;
