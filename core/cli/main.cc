@@ -1,4 +1,4 @@
-// The `testbed` command: run, validate, plugins, show (and the simulator's trace and cost).
+// The `testbed` command: run, validate, plugins, show, compare (and the simulator's trace and cost).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "results/results_file.h"
+#include "cli/compare_command.h"
 #include "cli/cost_command.h"
 
 int main(int argc, char** argv) {
@@ -62,6 +63,14 @@ int main(int argc, char** argv) {
   trace->add_option("results", trace_args.file, "results HDF5 file")->required();
   trace->add_option("--run", trace_args.run, "run id or index")->required();
 
+  testbed::cli::CompareArgs compare_args;
+  auto* compare = app.add_subcommand("compare", "what changed between two results files (exit status 3 when a figure moved)");
+  compare->add_option("old", compare_args.old_file, "results HDF5 file before")->required();
+  compare->add_option("new", compare_args.new_file, "results HDF5 file after")->required();
+  compare->add_option("--tolerance", compare_args.tolerance, "relative difference a metric may move without being flagged")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  compare->add_flag("--all", compare_args.all, "also compare the testbed's own wall-clock and memory figures");
+
   testbed::cli::CostArgs cost_args;
   auto* cost = app.add_subcommand("cost", "modelled time and memory of one transformer layer's ops");
   cost->add_option("--device", cost_args.device, "device preset")->capture_default_str();
@@ -96,6 +105,7 @@ int main(int argc, char** argv) {
     if (trace->parsed()) rc = testbed::cli::Trace(trace_args);
     if (compact->parsed()) rc = testbed::cli::Compact(compact_file);
     if (cost->parsed()) rc = testbed::cli::Cost(env, cost_args);
+    if (compare->parsed()) rc = testbed::cli::Compare(compare_args);
   } catch (const std::bad_alloc&) {
     std::fputs("error: out of memory: the experiment describes more than this machine can hold (fewer layers, "
                "nodes or devices); results written so far are kept\n", stderr);

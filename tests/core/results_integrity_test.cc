@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "results/file_seal.h"
 #include "results/results_file.h"
+#include "results_fixtures.h"
 #include "test_support.h"
 
 namespace testbed {
@@ -27,15 +28,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-ResultsHeader Header() {
-  ResultsHeader h;
-  h.experiment = "integrity";
-  h.backend = "plan";
-  h.metric = "stage_balance";
-  h.arms = {"a"};
-  h.points = {"p"};
-  return h;
-}
+ResultsHeader Header() { return testing::MinimalHeader("integrity", "plan", "stage_balance", {"a"}, {"p"}); }
 
 StoredRun MakeRun(const std::string& id, int index) {
   StoredRun r;

@@ -713,6 +713,27 @@ TEST_F(CliTest, RunsMadeWithAnotherPluginLibraryAreNotTakenAsDone) {
   EXPECT_THAT(again.out, HasSubstr("6 runs: 0 ran, 6 already in"));
 }
 
+TEST_F(CliTest, CompareSaysWhatMovedAndExitsThreeWhenSomethingDid) {
+  const std::string file = Experiment("basic", kBasic);
+  ASSERT_EQ(Cli({"run", file}).code, 0);
+  const std::string before = (dir_ / "before.h5").string(), after = (dir_ / "after.h5").string();
+  std::filesystem::copy_file(Out("basic"), before);
+  CliResult same = Cli({"compare", before, Out("basic")});
+  EXPECT_EQ(same.code, 0) << same.out << same.err;
+  EXPECT_THAT(same.out, HasSubstr("6 runs and "));
+  EXPECT_THAT(same.out, HasSubstr(": 0 changed, 0 beyond the tolerance"));
+  // A larger micro-batch changes every run's configuration and figures.
+  ASSERT_EQ(Cli({"run", file, "--set", "train.micro_batch=4", "-o", after}).code, 0);
+  CliResult moved = Cli({"compare", before, after});
+  EXPECT_EQ(moved.code, 3) << moved.out << moved.err;
+  EXPECT_THAT(moved.out, HasSubstr("uniform@1: configuration changed"));
+  EXPECT_THAT(moved.out, HasSubstr("  + micro_batch = 4"));
+  EXPECT_THAT(moved.out, HasSubstr("(*)"));
+  CliResult missing = Cli({"compare", before, (dir_ / "none.h5").string()});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("none.h5"));
+}
+
 TEST_F(CliTest, FreshKeepsTheOldFileAsABackup) {
   const std::string file = Experiment("basic", kBasic);
   ASSERT_EQ(Cli({"run", file}).code, 0);
