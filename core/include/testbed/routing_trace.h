@@ -31,7 +31,8 @@ struct RoutingTrace {
 // Errors name the file and the dataset: not an HDF5 file, no dataset "tokens", not four
 // dimensions, a negative or non-finite count (with its index).
 [[nodiscard]] absl::StatusOr<RoutingTrace> ReadRoutingTrace(const std::filesystem::path& path);
-// Writes (replacing) `path`; InvalidArgument when the counts do not match the dimensions.
+// Writes (replacing) `path`, creating its directory; InvalidArgument when the counts do not
+// match the dimensions.
 [[nodiscard]] absl::Status WriteRoutingTrace(const std::filesystem::path& path, const RoutingTrace& trace);
 
 }  // namespace testbed

@@ -115,6 +115,13 @@ absl::Status WriteRoutingTrace(const std::filesystem::path& path, const RoutingT
     return absl::InvalidArgumentError(absl::StrCat(path.string(), ": a routing trace of ", t.iterations, " x ", t.layers, " x ",
                                                    t.ranks, " x ", t.experts, " needs ", n, " counts; got ", t.tokens.size()));
   }
+  if (path.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) {
+      return absl::InternalError(absl::StrCat(path.string(), ": cannot create its directory: ", ec.message()));
+    }
+  }
   std::lock_guard<std::mutex> hold(Hdf5Lock());
   H5::Exception::dontPrint();
   try {

@@ -319,7 +319,8 @@ TEST_F(RoutingTraceFile, RoundTrip) {
   t.model = "moe-gpt-s";
   t.source = "test";
   ASSERT_TRUE(WriteRoutingTrace(Path("t.h5"), t).ok());
-  auto back = ReadRoutingTrace(Path("t.h5"));
+  ASSERT_TRUE(WriteRoutingTrace(Path("new/dir/t.h5"), t).ok());  // its directory is made
+  auto back = ReadRoutingTrace(Path("new/dir/t.h5"));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->tokens, t.tokens);
   EXPECT_EQ(back->model, "moe-gpt-s");
