@@ -148,12 +148,16 @@ TEST_P(ExpertParallel, EqualsTheSingleLayerOnAllTokens) {
     std::int64_t total = 0;
     for (int r = 0; r < c.ranks; ++r) {
       const std::int64_t k = computed[static_cast<size_t>(r)][static_cast<size_t>(e)];
-      if (k > 0) EXPECT_TRUE(layers[static_cast<size_t>(r)]->Holds(e)) << "expert " << e << " on rank " << r;
+      if (k > 0) {
+        EXPECT_TRUE(layers[static_cast<size_t>(r)]->Holds(e)) << "expert " << e << " on rank " << r;
+      }
       total += k;
     }
     EXPECT_EQ(total, routing.tokens_per_expert[static_cast<size_t>(e)]) << "expert " << e;
   }
-  if (c.copies) EXPECT_GT(computed[1][0], 0);  // the copy of expert 0 on rank 1 did work
+  if (c.copies) {
+    EXPECT_GT(computed[1][0], 0);  // the copy of expert 0 on rank 1 did work
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ExpertParallel,

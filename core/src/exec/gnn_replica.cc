@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "exec/replica_sync.h"
 #include "testbed/status_macros.h"
 #include "testbed/train/adam.h"
 #include "testbed/train/cross_entropy.h"
@@ -100,23 +101,7 @@ absl::StatusOr<GnnStepFigures> GnnReplica::Step(std::int64_t it) {
   }
   peaks[1] = static_cast<double>(device_.capacity_rows());
   if (setup_.dp > 1) {
-    // The gradients, summed over the ranks (bitwise the same on every rank).
-    size_t n = 0;
-    for (train::Param<float>* p : params_) n += static_cast<size_t>(p->grad.size());
-    flat_.resize(n);
-    size_t at = 0;
-    for (train::Param<float>* p : params_) {
-      std::memcpy(flat_.data() + at, p->grad.data(), static_cast<size_t>(p->grad.size()) * sizeof(float));
-      at += static_cast<size_t>(p->grad.size());
-    }
-    TESTBED_ASSIGN_OR_RETURN(CommRequestPtr req, comm_.IAllReduce(flat_.data(), flat_.data(), static_cast<std::int64_t>(n),
-                                                                  DataType::kFloat32, ReduceOp::kSum));
-    TESTBED_RETURN_IF_ERROR(req->Wait());
-    at = 0;
-    for (train::Param<float>* p : params_) {
-      std::memcpy(p->grad.data(), flat_.data() + at, static_cast<size_t>(p->grad.size()) * sizeof(float));
-      at += static_cast<size_t>(p->grad.size());
-    }
+    TESTBED_RETURN_IF_ERROR(SumGradients(comm_, params_, flat_));
     TESTBED_RETURN_IF_ERROR(AllReduce(sums, ReduceOp::kSum));
     TESTBED_RETURN_IF_ERROR(AllReduce(peaks, ReduceOp::kMax));
   }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exec/gnn_replica.h"
+#include "exec/replica_sync.h"
 #include "graph/batch_stream.h"
 #include "graph/device_rows.h"
 #include "graph/graph_source.h"
@@ -164,12 +165,7 @@ absl::StatusOr<RunOutput> TrainGnn(const ResolvedRun& run, const Registry& regis
     TESTBED_ASSIGN_OR_RETURN(accuracy[e], replica->TestAccuracy());
     return steps;
   };
-  {
-    std::vector<std::thread> threads;
-    for (size_t e = 1; e < hosted; ++e) threads.emplace_back([&, e] { results[e] = train_rank(e); });
-    results[0] = train_rank(0);
-    for (std::thread& t : threads) t.join();
-  }
+  OnHostedRanks(results, train_rank);
   for (auto& r : results) TESTBED_RETURN_IF_ERROR(r.status());
   // Every rank holds the all-reduced figures: the first hosted one's are the run's.
   const std::vector<GnnStepFigures>& steps = *results[0];

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exec/gpt_stack.h"
+#include "exec/replica_sync.h"
 #include "testbed/communicator.h"
 #include "testbed/load_balancer.h"
 #include "testbed/routing_trace.h"
@@ -149,7 +150,7 @@ class MoeRank {
       }
     }
     if (R > 1) {
-      TESTBED_RETURN_IF_ERROR(SumGradients(shared_params_));
+      TESTBED_RETURN_IF_ERROR(SumGradients(comm_, shared_params_, flat_));
       TESTBED_RETURN_IF_ERROR(ReduceCopiesToOwners());
       TESTBED_RETURN_IF_ERROR(comm_.AllReduce(sums.data(), sums.data(), 1, DataType::kFloat64, ReduceOp::kSum));
     }
@@ -187,25 +188,6 @@ class MoeRank {
   }
 
  private:
-  absl::Status SumGradients(const std::vector<train::Param<float>*>& params) {
-    size_t n = 0;
-    for (train::Param<float>* p : params) n += static_cast<size_t>(p->grad.size());
-    flat_.resize(n);
-    size_t at = 0;
-    for (train::Param<float>* p : params) {
-      std::memcpy(flat_.data() + at, p->grad.data(), static_cast<size_t>(p->grad.size()) * sizeof(float));
-      at += static_cast<size_t>(p->grad.size());
-    }
-    TESTBED_RETURN_IF_ERROR(comm_.AllReduce(flat_.data(), flat_.data(), static_cast<std::int64_t>(n), DataType::kFloat32,
-                                            ReduceOp::kSum));
-    at = 0;
-    for (train::Param<float>* p : params) {
-      std::memcpy(p->grad.data(), flat_.data() + at, static_cast<size_t>(p->grad.size()) * sizeof(float));
-      at += static_cast<size_t>(p->grad.size());
-    }
-    return absl::OkStatus();
-  }
-
   // Pro-Prophet's Agg: each copy's gradients of an expert go to its owner, which adds them.
   absl::Status ReduceCopiesToOwners() {
     std::vector<std::vector<float>> out, in;
@@ -387,12 +369,7 @@ absl::StatusOr<RunOutput> TrainMoe(const ResolvedRun& run, const Registry& regis
     }
     return steps;
   };
-  {
-    std::vector<std::thread> threads;
-    for (size_t e = 1; e < hosted; ++e) threads.emplace_back([&, e] { results[e] = train_rank(e); });
-    results[0] = train_rank(0);
-    for (std::thread& t : threads) t.join();
-  }
+  OnHostedRanks(results, train_rank);
   for (auto& r : results) TESTBED_RETURN_IF_ERROR(r.status());
   const std::vector<StepFigures>& steps = *results[0];
   if (steps.empty()) return absl::CancelledError("stopped before the first training step");

@@ -101,14 +101,7 @@ absl::StatusOr<Matrix<T>> ExpertParallelMoe<T>::Forward(const Matrix<T>& x, Laye
   TESTBED_ASSIGN_OR_RETURN(Matrix<T> logits, gate_.Forward(x, cache.children[static_cast<size_t>(E)]));
   Matrix<T> probs = SoftmaxRows(logits);
   // Assignments in MoeLayer's order: every token's first choice, then every second choice.
-  std::vector<std::vector<int>> choice(static_cast<size_t>(n));
-  for (std::int64_t t = 0; t < n; ++t) {
-    std::vector<int> order(static_cast<size_t>(E));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs(t, a) > probs(t, b); });
-    order.resize(static_cast<size_t>(k));
-    choice[static_cast<size_t>(t)] = std::move(order);
-  }
+  const std::vector<std::vector<int>> choice = TopKChoices(probs, k);
   std::vector<std::int64_t> round_robin(static_cast<size_t>(E), 0);
   for (int c = 0; c < k; ++c) {
     for (std::int64_t t = 0; t < n; ++t) {
@@ -237,10 +230,8 @@ absl::StatusOr<Matrix<T>> ExpertParallelMoe<T>::Backward(const Matrix<T>& dy, co
     const auto& a = cache.indices[static_cast<size_t>(d)];
     for (size_t i = 0; i < a.size() / 2; ++i) dx.row(a[2 * i]) += dret[static_cast<size_t>(d)].row(static_cast<Eigen::Index>(i));
   }
-  Matrix<T> dlogits = probs.cwiseProduct(dprobs);
-  const Eigen::Matrix<T, Eigen::Dynamic, 1> dot = dlogits.rowwise().sum();
-  dlogits -= probs.cwiseProduct(dot.replicate(1, probs.cols()));
-  TESTBED_ASSIGN_OR_RETURN(Matrix<T> dgate, gate_.Backward(dlogits, cache.children[static_cast<size_t>(E)]));
+  TESTBED_ASSIGN_OR_RETURN(Matrix<T> dgate,
+                           gate_.Backward(GateLogitGradient(probs, dprobs), cache.children[static_cast<size_t>(E)]));
   dx += dgate;
   return dx;
 }

@@ -17,6 +17,33 @@ namespace testbed::train {
 // children[experts] the gate's.
 
 template <typename T>
+std::vector<std::vector<int>> TopKChoices(const Matrix<T>& probs, int k) {
+  const auto E = static_cast<int>(probs.cols());
+  std::vector<std::vector<int>> choice(static_cast<size_t>(probs.rows()));
+  for (Eigen::Index t = 0; t < probs.rows(); ++t) {
+    std::vector<int> order(static_cast<size_t>(E));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs(t, a) > probs(t, b); });
+    order.resize(static_cast<size_t>(k));
+    choice[static_cast<size_t>(t)] = std::move(order);
+  }
+  return choice;
+}
+
+template <typename T>
+Matrix<T> GateLogitGradient(const Matrix<T>& probs, const Matrix<T>& dprobs) {
+  Matrix<T> dlogits = probs.cwiseProduct(dprobs);
+  const Eigen::Matrix<T, Eigen::Dynamic, 1> dot = dlogits.rowwise().sum();
+  dlogits -= probs.cwiseProduct(dot.replicate(1, probs.cols()));
+  return dlogits;
+}
+
+template std::vector<std::vector<int>> TopKChoices(const Matrix<float>&, int);
+template std::vector<std::vector<int>> TopKChoices(const Matrix<double>&, int);
+template Matrix<float> GateLogitGradient(const Matrix<float>&, const Matrix<float>&);
+template Matrix<double> GateLogitGradient(const Matrix<double>&, const Matrix<double>&);
+
+template <typename T>
 MoeLayer<T>::MoeLayer(const std::string& name, const MoeConfig& config, Rng& rng, double init_std)
     : config_(config), gate_(name + ".gate", config.dim, config.experts, false, rng, init_std) {
   for (int e = 0; e < config.experts; ++e) {
@@ -45,15 +72,7 @@ absl::StatusOr<Matrix<T>> MoeLayer<T>::Forward(const Matrix<T>& x, LayerCache<T>
   TESTBED_ASSIGN_OR_RETURN(Matrix<T> logits, gate_.Forward(x, cache.children[static_cast<size_t>(E)]));
   Matrix<T> probs = SoftmaxRows(logits);
 
-  // Each token's experts by falling probability (ties: lower index first).
-  std::vector<std::vector<int>> choice(static_cast<size_t>(n));
-  for (std::int64_t t = 0; t < n; ++t) {
-    std::vector<int> order(static_cast<size_t>(E));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs(t, a) > probs(t, b); });
-    order.resize(static_cast<size_t>(k));
-    choice[static_cast<size_t>(t)] = std::move(order);
-  }
+  const std::vector<std::vector<int>> choice = TopKChoices(probs, k);
   const std::int64_t capacity = Capacity(n);
   std::vector<std::vector<std::int64_t>> kept(static_cast<size_t>(E));
   std::int64_t dropped = 0;
@@ -117,11 +136,8 @@ absl::StatusOr<Matrix<T>> MoeLayer<T>::Backward(const Matrix<T>& dy, const Layer
     TESTBED_ASSIGN_OR_RETURN(Matrix<T> din, ex.fc1.Backward(du, ec.children[0]));
     for (size_t r = 0; r < tokens.size(); ++r) dx.row(tokens[r]) += din.row(static_cast<Eigen::Index>(r));
   }
-  // Through the softmax: dlogit_j = p_j (dp_j - sum_i p_i dp_i).
-  Matrix<T> dlogits = probs.cwiseProduct(dprobs);
-  const Eigen::Matrix<T, Eigen::Dynamic, 1> dot = dlogits.rowwise().sum();
-  dlogits -= probs.cwiseProduct(dot.replicate(1, probs.cols()));
-  TESTBED_ASSIGN_OR_RETURN(Matrix<T> dgate, gate_.Backward(dlogits, cache.children[static_cast<size_t>(E)]));
+  TESTBED_ASSIGN_OR_RETURN(Matrix<T> dgate,
+                           gate_.Backward(GateLogitGradient(probs, dprobs), cache.children[static_cast<size_t>(E)]));
   dx += dgate;
   return dx;
 }

@@ -30,10 +30,24 @@ double Change(const Routing& a, const Routing& b) {
   return total > 0 ? diff / total : 0.0;
 }
 
-class ProProphet final : public LoadBalancer {
+// What both planners share: the cost model's constants, and the copies' timing that follows
+// from the scheduler (a layer's copies in two halves during the previous MoE block; without
+// the scheduler, the planner-only ablation, when the layer is reached).
+class CostModelBalancer : public LoadBalancer {
+ public:
+  CostModelBalancer(MoeRouting routing, CostConstants k) : LoadBalancer(std::move(routing)), k_(k) {}
+  CopyTiming CopiesSent() const noexcept override {
+    return k_.scheduler ? CopyTiming::kPreviousBlock : CopyTiming::kAtLayer;
+  }
+
+ protected:
+  CostConstants k_;
+};
+
+class ProProphet final : public CostModelBalancer {
  public:
   ProProphet(MoeRouting routing, CostConstants k, GreedyOptions g, double replan)
-      : LoadBalancer(std::move(routing)), k_(k), g_(g), replan_(replan) {}
+      : CostModelBalancer(std::move(routing), k), g_(g), replan_(replan) {}
 
   absl::StatusOr<BalanceDecision> Place(const BalanceInput& in) override {
     BalanceDecision d;
@@ -51,23 +65,16 @@ class ProProphet final : public LoadBalancer {
     d.predicted_s = s.cost.total_s;
     return d;
   }
-  // With the block-wise scheduler a layer's copies leave in two halves during the previous
-  // MoE block; without it (the planner-only ablation) when the layer is reached.
-  CopyTiming CopiesSent() const noexcept override {
-    return k_.scheduler ? CopyTiming::kPreviousBlock : CopyTiming::kAtLayer;
-  }
-
  private:
-  CostConstants k_;
   GreedyOptions g_;
   double replan_;
   std::map<int, Routing> planned_from_;  // by layer: the routing the layer's plan was searched on
 };
 
-class Prophet final : public LoadBalancer {
+class Prophet final : public CostModelBalancer {
  public:
   Prophet(MoeRouting routing, CostConstants k, int max_moves)
-      : LoadBalancer(std::move(routing)), k_(k), max_moves_(max_moves) {}
+      : CostModelBalancer(std::move(routing), k), max_moves_(max_moves) {}
 
   absl::StatusOr<BalanceDecision> Place(const BalanceInput& in) override {
     const int moves = max_moves_ > 0 ? max_moves_ : 2 * in.shape.experts;
@@ -77,13 +84,7 @@ class Prophet final : public LoadBalancer {
     d.predicted_s = s.cost.total_s;
     return d;
   }
-  // Prophet's layer-wise schedule: a layer's copies hidden behind the previous layer.
-  CopyTiming CopiesSent() const noexcept override {
-    return k_.scheduler ? CopyTiming::kPreviousBlock : CopyTiming::kAtLayer;
-  }
-
  private:
-  CostConstants k_;
   int max_moves_;
 };
 

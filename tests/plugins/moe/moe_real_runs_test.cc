@@ -18,14 +18,9 @@ using ::testing::HasSubstr;
 using testing::ColumnOf;
 using testing::MetricOf;
 
-class MoeRealRuns : public testing::ExperimentRuns {
- protected:
-  std::vector<absl::StatusOr<RunOutput>> Real(const std::string& arms, int top_k = 1) {
-    const std::string text = std::string(R"(
-communicator = "local"
-[experiment]
-name = "moe-real"
-backend = "real"
+// The tiny MoE-GPT of these runs, real and replayed.
+std::string TinyMoe(int top_k) {
+  return std::string(R"(
 [model]
 name = "moe-tiny"
 family = "moe-gpt"
@@ -36,7 +31,18 @@ heads = 4
 seq_len = 16
 vocab = 256
 experts = 4
-top_k = )") + std::to_string(top_k) + R"(
+top_k = )") + std::to_string(top_k) + "\n";
+}
+
+class MoeRealRuns : public testing::ExperimentRuns {
+ protected:
+  std::vector<absl::StatusOr<RunOutput>> Real(const std::string& arms, int top_k = 1) {
+    const std::string text = std::string(R"(
+communicator = "local"
+[experiment]
+name = "moe-real"
+backend = "real"
+)") + TinyMoe(top_k) + R"(
 [train]
 global_batch = 8
 micro_batch = 1
@@ -122,17 +128,7 @@ name = "replay"
 backend = "sim"
 [cluster]
 preset = "hpnv"
-[model]
-name = "moe-tiny"
-family = "moe-gpt"
-layers = 2
-hidden = 32
-ffn_hidden = 64
-heads = 4
-seq_len = 16
-vocab = 256
-experts = 4
-top_k = 2
+)" + TinyMoe(2) + R"(
 [train]
 micro_batch = 1
 micro_batches = 2

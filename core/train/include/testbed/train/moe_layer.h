@@ -31,6 +31,14 @@ struct MoeRouting {
   std::int64_t capacity = 0;
 };
 
+// Each token's top-k experts by falling gate probability (ties: the lower index first).
+template <typename T>
+[[nodiscard]] std::vector<std::vector<int>> TopKChoices(const Matrix<T>& probs, int k);
+// The gate's logit gradient from its probabilities' gradient, through the softmax:
+// dlogit_j = p_j (dp_j - sum_i p_i dp_i).
+template <typename T>
+[[nodiscard]] Matrix<T> GateLogitGradient(const Matrix<T>& probs, const Matrix<T>& dprobs);
+
 template <typename T>
 class MoeLayer final : public Layer<T> {
  public:
