@@ -16,6 +16,18 @@ int PipelineProgram::NumMicroBatches() const {
   return n;
 }
 
+namespace {
+
+template <typename T, typename V>
+absl::Status ReadIfDeclared(const ParamSet& params, const char* name, V& out) {
+  if (!params.Has(name)) return absl::OkStatus();
+  TESTBED_ASSIGN_OR_RETURN(T v, params.Get<T>(name));
+  out = static_cast<V>(v);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 std::vector<ParamSpec> ExpandOptionParams() {
   return {
       ParamSpec::Int("tp_chunks", 1).Range(1, 16).Doc("split each layer's compute so its tensor-parallel collective overlaps the next part"),
@@ -24,21 +36,29 @@ std::vector<ParamSpec> ExpandOptionParams() {
       ParamSpec::Bool("dp_overlap", true).Doc("start gradient buckets during the backward pass"),
       ParamSpec::Bool("recompute_after_gradient", false)
           .Doc("recompute a checkpointed micro-batch only once its gradient has arrived (Megatron-LM, DeepSpeed)"),
+      ParamSpec::Bool("recompute_collectives", true)
+          .Doc("recomputing a tensor-parallel layer repeats its forward all-reduce (false: Oases keeps the reduced outputs)"),
+      ParamSpec::Bool("recompute_interleaved", false)
+          .Doc("recompute each checkpointed layer just before its own backward (Oases' cross-pass schedule)"),
+      ParamSpec::Bool("tp_chunk_join", false)
+          .Doc("each layer's sub-batches wait for all of the previous layer's collectives (Wang et al.'s decomposition)"),
   };
 }
 
 absl::StatusOr<ExpandOptions> ExpandOptionsFrom(const ParamSet& params) {
   ExpandOptions o;
-  TESTBED_ASSIGN_OR_RETURN(std::int64_t chunks, params.Get<std::int64_t>("tp_chunks"));
-  o.tp_chunks = static_cast<int>(chunks);
-  TESTBED_ASSIGN_OR_RETURN(o.tp_overlap, params.Get<bool>("tp_overlap"));
-  TESTBED_ASSIGN_OR_RETURN(double mib, params.Get<double>("dp_bucket_mib"));
+  // A scheduler that fixes an option itself leaves its parameter undeclared; it keeps the
+  // default here and the scheduler sets it.
+  TESTBED_RETURN_IF_ERROR(ReadIfDeclared<std::int64_t>(params, "tp_chunks", o.tp_chunks));
+  TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "tp_overlap", o.tp_overlap));
+  double mib = static_cast<double>(o.dp_bucket_bytes) / 1048576.0;
+  TESTBED_RETURN_IF_ERROR(ReadIfDeclared<double>(params, "dp_bucket_mib", mib));
   o.dp_bucket_bytes = static_cast<std::int64_t>(mib * 1048576.0);
-  TESTBED_ASSIGN_OR_RETURN(o.dp_overlap, params.Get<bool>("dp_overlap"));
-  // A scheduler that fixes the recomputation's timing itself leaves this one undeclared.
-  if (params.Has("recompute_after_gradient")) {
-    TESTBED_ASSIGN_OR_RETURN(o.recompute_after_gradient, params.Get<bool>("recompute_after_gradient"));
-  }
+  TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "dp_overlap", o.dp_overlap));
+  TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "recompute_after_gradient", o.recompute_after_gradient));
+  TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "recompute_collectives", o.recompute_collectives));
+  TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "recompute_interleaved", o.recompute_interleaved));
+  TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "tp_chunk_join", o.tp_chunk_join));
   if (o.tp_chunks > 1) o.tp_overlap = true;  // chunks exist to overlap
   return o;
 }

@@ -137,6 +137,87 @@ TEST(PipelineClosedForm, SubPipelinedTensorParallelismHidesCommunication) {
   EXPECT_NEAR(c.result.devices[0].compute_s, a.result.devices[0].compute_s, 1e-12);
 }
 
+// Two blocks at TP 2 with two sub-batches per micro-batch (Oases, Merak), every attention and
+// MLP op all-reducing the same bytes forward and backward (the embedding's and head's
+// all-reduces removed): the compute and tensor-comm streams form a two-stage pipeline of 2n
+// sub-batch tasks per pass (n = 4 ops), so a pass takes 2n x max(c, m) + min(c, m) for
+// per-sub-batch compute c and all-reduce m; forward and backward meet at the head.
+struct OverlapCase {
+  ModelGraph model;
+  double c = 0.5 * kLayer;  // forward of one op on one sub-batch
+  double m = 0;             // its all-reduce
+};
+
+OverlapCase TwoBlocksAllReducing(double m_over_c) {
+  OverlapCase oc{Gpt(2, 1024, 1024)};
+  const double bw = 5e9, lat = 1e-6;
+  // One sample, two sub-batches: each all-reduces half the per-sample bytes.
+  const auto per_sample = 2 * static_cast<std::int64_t>((m_over_c * oc.c - 4 * lat) * bw);
+  for (Layer& l : oc.model.layers) {
+    const bool op = l.kind == LayerKind::kAttention || l.kind == LayerKind::kMlp;
+    l.tp_fwd_allreduce_bytes_per_sample = op ? per_sample : 0;
+    l.tp_bwd_allreduce_bytes_per_sample = op ? per_sample : 0;
+  }
+  oc.m = static_cast<double>(per_sample / 2) / bw + 2 * (2 * lat);  // ring of two: S/B + 2 hops' latency twice
+  return oc;
+}
+
+double OverlapTime(const OverlapCase& oc, bool recompute, ExpandOptions o) {
+  Plan plan = UniformPlan(oc.model, 2, 1, 1, 1, 1);
+  if (recompute) {
+    plan.recompute = RecomputeMode::kFull;
+    plan.MutableChunk(0, 0).recompute_layers = plan.Chunk(0, 0).end_layer - plan.Chunk(0, 0).first_layer;
+  }
+  o.tp_chunks = 2;
+  o.tp_overlap = true;
+  return SimulateProgram(oc.model, plan, OneFOneBProgram(1, 1), StarCluster(2, 5e9, 1e-6), false, o).result.iteration_time_s;
+}
+
+TEST(PipelineClosedForm, OverlappedSubBatchesTakeTheMaxOfComputeAndCommunication) {
+  const int n = 4;
+  for (double ratio : {5.0, 0.4}) {  // communication-bound, compute-bound
+    const OverlapCase oc = TwoBlocksAllReducing(ratio);
+    const double c = oc.c, m = oc.m;
+    // Forward 2n x max(c, m) + min(c, m); backward the same with 2c.
+    const double want = 2 * n * std::max(c, m) + std::min(c, m) + 2 * n * std::max(2 * c, m) + std::min(2 * c, m);
+    EXPECT_NEAR(OverlapTime(oc, false, {}), want, 1e-9) << "m/c = " << ratio;
+  }
+}
+
+TEST(PipelineClosedForm, CrossPassRecomputationFillsTheWaitForTheAllReduce) {
+  // Oases' recomputation: no forward all-reduce repeated, each op recomputed on its sub-batch
+  // just before its backward. Backward per sub-batch then computes 3c; communication-bound
+  // (m >= 3c) only the first recompute and backward (3c) are exposed, compute-bound the
+  // stream never waits.
+  const int n = 4;
+  ExpandOptions oases;
+  oases.recompute_collectives = false;
+  oases.recompute_interleaved = true;
+  const OverlapCase slow = TwoBlocksAllReducing(5.0);
+  EXPECT_NEAR(OverlapTime(slow, true, oases), (slow.c + 2 * n * slow.m) + (3 * slow.c + 2 * n * slow.m), 1e-9);
+  const OverlapCase fast = TwoBlocksAllReducing(0.4);
+  EXPECT_NEAR(OverlapTime(fast, true, oases), (2 * n * fast.c + fast.m) + (2 * n * 3 * fast.c + fast.m), 1e-9);
+  // Recomputing the chunk's ops together before the backward exposes all of them: 2n c more
+  // than the first recompute alone.
+  ExpandOptions together = oases;
+  together.recompute_interleaved = false;
+  EXPECT_NEAR(OverlapTime(slow, true, together) - OverlapTime(slow, true, oases), (2 * n - 1) * slow.c, 1e-9);
+  // Repeating the forward all-reduce in recomputation (Megatron-LM's) costs more.
+  ExpandOptions repeat = oases;
+  repeat.recompute_collectives = true;
+  EXPECT_GT(OverlapTime(slow, true, repeat), OverlapTime(slow, true, oases) + n * slow.m);
+}
+
+TEST(PipelineClosedForm, DecomposedCollectivesJoinAtEveryOp) {
+  // Wang et al.: op j + 1 starts once both parts of op j are reduced; with m >= 2c each op
+  // takes c + 2m forward and 2c + 2m backward.
+  const int n = 4;
+  const OverlapCase oc = TwoBlocksAllReducing(5.0);
+  ExpandOptions join;
+  join.tp_chunk_join = true;
+  EXPECT_NEAR(OverlapTime(oc, false, join), n * (oc.c + 2 * oc.m) + n * (2 * oc.c + 2 * oc.m), 1e-9);
+}
+
 TEST(PipelineClosedForm, SimulationIsDeterministic) {
   const ModelGraph model = Gpt(8);
   const Plan plan = UniformPlan(model, 2, 2, 2, 1, 4);

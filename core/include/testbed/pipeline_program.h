@@ -77,10 +77,27 @@ struct ExpandOptions {
   // arrived, as in Megatron-LM and DeepSpeed, whose recomputation runs inside autograd's
   // backward after the blocking receive. An explicit kRecompute op never waits.
   bool recompute_after_gradient = false;
+  // Whether recomputing a tensor-parallel layer repeats its forward all-reduce. true: as
+  // Megatron-LM's checkpointing does. false: Oases' fine-grained recomputation, where the
+  // forward keeps each layer's already-reduced output (the next layer's checkpointed input),
+  // so the recomputation only rebuilds the layer's internals.
+  bool recompute_collectives = true;
+  // true: a checkpointed layer is recomputed just before its own backward (per sub-batch for
+  // tensor-parallel layers), so its recomputation fills the wait for the previous layer's
+  // backward all-reduce (Oases' cross-pass schedule) and only one layer's activations are
+  // rebuilt at a time. false: the checkpointed layers of a chunk are recomputed together
+  // before its backward.
+  bool recompute_interleaved = false;
+  // true: every sub-batch of a tensor-parallel layer waits for all of the previous layer's
+  // collectives (Wang et al., ASPLOS 2023: a collective decomposed into chunks overlapped
+  // with the GEMM that produces them, the next op starting once the whole result is
+  // reduced). false: each sub-batch runs on through the layers (Merak, Oases).
+  bool tp_chunk_join = false;
 };
 
 // The parameters every pipeline scheduler takes for its expansion (tp_chunks, tp_overlap,
-// dp_bucket_mib, dp_overlap, recompute_after_gradient), declared once, and their reading.
+// dp_bucket_mib, dp_overlap, recompute_after_gradient, recompute_collectives,
+// recompute_interleaved, tp_chunk_join), declared once, and their reading.
 [[nodiscard]] std::vector<ParamSpec> ExpandOptionParams();
 [[nodiscard]] absl::StatusOr<ExpandOptions> ExpandOptionsFrom(const ParamSet& params);
 

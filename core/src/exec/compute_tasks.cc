@@ -178,6 +178,9 @@ absl::Status ComputeTasks::Resolve(const PendingKey& key) {
   const auto [layer, mb, sub, phase_index] = key;
   const Phase phase = static_cast<Phase>(phase_index);
   if (phase != Phase::kRecompute) awaiting_.erase({p.chunk, mb, sub, phase_index});
+  // A recomputation's output is never read (each layer's own input was kept), so a schedule
+  // may leave out its all-reduce (ExpandOptions::recompute_collectives = false, Oases).
+  if (p.request == nullptr && phase == Phase::kRecompute) return absl::OkStatus();
   if (p.request == nullptr) {
     return absl::InternalError(absl::StrCat("layer ", layer, "'s tensor-parallel all-reduce was never run (the "
                                             "schedule has no all-reduce task after it)"));

@@ -367,6 +367,8 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
   m.Add("pipeline_bytes_per_step", result.pipeline_bytes_per_step, "B");
   m.Add("data_parallel_bytes_per_step", result.data_parallel_bytes_per_step, "B");
   m.Add("tensor_parallel_bytes_per_step", result.tensor_parallel_bytes_per_step, "B");
+  // Tensor-parallel all-reduces that ran while the rank computed something else.
+  m.Add("tensor_parallel_overlapped_per_step", result.tensor_parallel_overlapped_per_step, "all-reduces");
   if (make_compressor) {
     m.Add("encode_s_per_step", result.encode_s_per_step, "s", Better::kLower);
     m.Add("decode_s_per_step", result.decode_s_per_step, "s", Better::kLower);

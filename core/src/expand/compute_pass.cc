@@ -123,8 +123,11 @@ class Walker {
         }
         break;
       case PipelineOp::Kind::kBackward: {
-        const bool recompute = e_.pending_recompute.erase(key(replicas.front())) > 0;
+        bool recompute = e_.pending_recompute.erase(key(replicas.front())) > 0;
         for (size_t i = 1; i < replicas.size(); ++i) e_.pending_recompute.erase(key(replicas[i]));
+        // Interleaved: each checkpointed layer is recomputed inside the backward, before its own.
+        const bool interleaved = recompute && e_.opt.recompute_interleaved;
+        if (interleaved) recompute = false;
         if (recompute && !e_.opt.recompute_after_gradient) {
           TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kRecompute, false, st.first_layer, st.first_layer + r, false}));
           ClearFrontiers(lanes);
@@ -138,7 +141,12 @@ class Walker {
           TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kRecompute, false, st.first_layer, st.first_layer + r, false}));
         }
         const bool final = e_.IsFinalBackward(s, replicas.front(), k);
-        TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kBackward, false, st.first_layer, st.end_layer, final}));
+        RangeRequest back{Phase::kBackward, false, st.first_layer, st.end_layer, final};
+        if (interleaved) {
+          back.recompute_first = st.first_layer;
+          back.recompute_end = st.first_layer + r;
+        }
+        TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, back));
         if (g > 0) {
           for (LaneState& ls : lanes) {
             EmitSend(e_, ls, Phase::kBackward, g - 1, (g - 1) % e_.pp, BoundaryBytes(e_, ls.lane, st.first_layer));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "expand/moe_routing.h"
@@ -137,14 +138,16 @@ class Emitter {
 
   // One compute task on tensor-parallel ranks [first_rank, first_rank + degree) of the lane,
   // on sub-batch `sub` of `subs`.
+  // `phase` overrides the request's (a recomputation interleaved with a backward).
   TaskId Compute(const Lane& lane, int first_rank, int degree, std::int32_t work_id, const std::vector<TaskId>& deps,
-                 int sub = 0, int subs = 1) {
+                 int sub = 0, int subs = 1, std::optional<Phase> phase = std::nullopt) {
     const ComputeWork& work = e_.sched.compute_work()[static_cast<size_t>(work_id)];
+    const Phase ph = phase.value_or(req_.phase);
     // Under ZeRO-3 it also waits for its layers' weights.
-    const std::vector<TaskId> gathers = e_.param_gathers->Before(e_, lane, req_.phase, first_rank, degree,
+    const std::vector<TaskId> gathers = e_.param_gathers->Before(e_, lane, ph, first_rank, degree,
                                                                  work.first_layer, work.end_layer);
-    Task t = LaneTask(lane, TaskKind::kCompute, streams::kCompute, req_.phase);
-    t.checkpoint = req_.checkpoint;
+    Task t = LaneTask(lane, TaskKind::kCompute, streams::kCompute, ph);
+    t.checkpoint = req_.checkpoint && ph == req_.phase;
     t.first_layer = work.first_layer;
     t.end_layer = work.end_layer;
     t.fraction = work.fraction;
@@ -173,8 +176,8 @@ class Emitter {
 
   TaskId Collective(const Lane& lane, CollectiveOp op, std::int32_t group, std::uint8_t stream, int first, int end,
                     float fraction, std::int64_t bytes, const std::vector<TaskId>& deps, std::int32_t work = -1,
-                    int sub = 0, int subs = 1) {
-    Task c = LaneTask(lane, TaskKind::kCollective, stream, req_.phase);
+                    int sub = 0, int subs = 1, std::optional<Phase> phase = std::nullopt) {
+    Task c = LaneTask(lane, TaskKind::kCollective, stream, phase.value_or(req_.phase));
     c.op = op;
     c.group = group;
     c.first_layer = first;
@@ -207,9 +210,16 @@ class Emitter {
     } else {
       pieces.emplace_back(run.first, run.end);
     }
+    const int ra = std::max(run.first, req_.recompute_first), rb = std::min(run.end, req_.recompute_end);
     for (int g = 0; g < gangs; ++g) {
       const int r0 = g * run.tp;
       std::vector<TaskId> deps = RankDeps(ls.frontier, r0, run.tp);
+      if (ra < rb) {  // the checkpointed part of the run, recomputed just before its backward
+        const TaskId rid = Compute(lane, r0, run.tp, Work(lane, run, ra, rb, frac, LayerPart::kWhole, 0),
+                                   e_.opt.recompute_after_gradient ? deps : std::vector<TaskId>{}, g, gangs,
+                                   Phase::kRecompute);
+        deps.push_back(rid);
+      }
       TaskId id = -1;
       for (const auto& [a, b] : pieces) {
         id = Compute(lane, r0, run.tp, Work(lane, run, a, b, frac, LayerPart::kWhole, 0), deps, g, gangs);
@@ -230,27 +240,52 @@ class Emitter {
     const double samples = static_cast<double>(run.micro_batch) * static_cast<double>(lane.fraction) / gangs;
     const std::uint8_t stream = e_.opt.tp_overlap ? streams::kTensorComm : streams::kCompute;
     const bool backward = req_.phase == Phase::kBackward;
+    // Whether a recomputation repeats the forward all-reduce (Megatron-LM) or not (Oases).
+    const bool reduce = req_.phase != Phase::kRecompute || e_.opt.recompute_collectives;
     for (int g = 0; g < gangs; ++g) {
       const int r0 = g * run.tp;
       const std::int32_t group = e_.TpGroup(lane.replica, lane.stage, r0, run.tp);
-      std::vector<std::vector<TaskId>> chunk_deps(static_cast<size_t>(k), RankDeps(ls.frontier, r0, run.tp));
+      const std::vector<TaskId> start = RankDeps(ls.frontier, r0, run.tp);
+      std::vector<std::vector<TaskId>> chunk_deps(static_cast<size_t>(k), start);
       for (int step = 0; step < run.end - run.first; ++step) {
         const int l = backward ? run.end - 1 - step : run.first + step;
-        const std::int64_t per_sample = TpBytesPerSample(e_.model.layers[static_cast<size_t>(l)], req_.phase);
+        const std::int64_t per_sample = reduce ? TpBytesPerSample(e_.model.layers[static_cast<size_t>(l)], req_.phase) : 0;
+        const bool recompute_here = backward && l >= req_.recompute_first && l < req_.recompute_end;
         for (int i = 0; i < k; ++i) {
           const float part = frac / static_cast<float>(k);
           const int sub = g * k + i, subs = gangs * k;
-          const TaskId id = Compute(lane, r0, run.tp, Work(lane, run, l, l + 1, part, LayerPart::kWhole, 0),
-                                    chunk_deps[static_cast<size_t>(i)], sub, subs);
+          const auto bytes_of = [&](std::int64_t per) {
+            return static_cast<std::int64_t>(static_cast<double>(per) * samples / k);
+          };
+          const std::int32_t work = Work(lane, run, l, l + 1, part, LayerPart::kWhole, 0);
+          if (recompute_here) {
+            // Cross-pass: this sub-batch's recomputation of layer l runs while the previous
+            // layer's backward all-reduce is on the wire.
+            const TaskId rid = Compute(lane, r0, run.tp, work, e_.opt.recompute_after_gradient ? start : std::vector<TaskId>{},
+                                       sub, subs, Phase::kRecompute);
+            chunk_deps[static_cast<size_t>(i)].push_back(rid);
+            const std::int64_t fwd = TpBytesPerSample(e_.model.layers[static_cast<size_t>(l)], Phase::kForward);
+            if (e_.opt.recompute_collectives && fwd > 0) {
+              chunk_deps[static_cast<size_t>(i)].push_back(Collective(lane, CollectiveOp::kAllReduce, group, stream, l, l + 1,
+                                                                      part, bytes_of(fwd), {rid}, -1, sub, subs,
+                                                                      Phase::kRecompute));
+            }
+          }
+          const TaskId id = Compute(lane, r0, run.tp, work, chunk_deps[static_cast<size_t>(i)], sub, subs);
           chunk_deps[static_cast<size_t>(i)] = {id};
           RecordBackward(lane, r0, run.tp, l, id);
           if (per_sample > 0) {
-            const auto bytes = static_cast<std::int64_t>(static_cast<double>(per_sample) * samples / k);
-            const TaskId cid =
-                Collective(lane, CollectiveOp::kAllReduce, group, stream, l, l + 1, part, bytes, {id}, -1, sub, subs);
+            const TaskId cid = Collective(lane, CollectiveOp::kAllReduce, group, stream, l, l + 1, part,
+                                          bytes_of(per_sample), {id}, -1, sub, subs);
             chunk_deps[static_cast<size_t>(i)] = {cid};
             RecordBackward(lane, r0, run.tp, l, cid);
           }
+        }
+        if (e_.opt.tp_chunk_join && k > 1) {
+          // Wang et al.: the next layer starts once every part of this one is reduced.
+          std::vector<TaskId> all;
+          for (const auto& v : chunk_deps) all.insert(all.end(), v.begin(), v.end());
+          for (auto& v : chunk_deps) v = all;
         }
       }
       std::vector<TaskId> last;
@@ -487,6 +522,11 @@ absl::Status EmitRange(Expansion& e, std::vector<LaneState>& lanes, const RangeR
     prev_tp = run.tp;
     switch (run.kind) {
       case RunKind::kExpertParallel:
+        if (backward && run.first >= req.recompute_first && run.first < req.recompute_end) {
+          const RangeRequest again{Phase::kRecompute, false, run.first, run.end, false};
+          Emitter recompute(e, again);
+          TESTBED_RETURN_IF_ERROR(recompute.ExpertParallel(lanes, run));
+        }
         TESTBED_RETURN_IF_ERROR(em.ExpertParallel(lanes, run));
         break;
       case RunKind::kTensorParallel:

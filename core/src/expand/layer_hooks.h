@@ -32,6 +32,9 @@ struct RangeRequest {
   bool checkpoint = false;      // forward keeping only its input
   int first = 0, end = 0;       // layers [first, end); backward runs them descending
   bool final_backward = false;  // the backward that makes the layers' gradients final
+  // Backward with ExpandOptions::recompute_interleaved: the checkpointed layers
+  // [recompute_first, recompute_end) are recomputed each just before its own backward.
+  int recompute_first = 0, recompute_end = 0;
 };
 
 // Emits layers [first, end) of one op for every lane (one replica, or an expert-parallel
