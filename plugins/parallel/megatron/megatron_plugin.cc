@@ -3,6 +3,7 @@
 #include "testbed/plugin.h"
 #include "testbed/status_macros.h"
 #include "uniform_partitioner.h"
+#include "uniform_tp.h"
 
 namespace testbed::megatron {
 namespace {
@@ -17,6 +18,15 @@ absl::Status Register(Registry& r) {
       [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Partitioner>> {
         TESTBED_ASSIGN_OR_RETURN(bool search, p.Get<bool>("search"));
         return std::make_unique<UniformPartitioner>(search);
+      }));
+  TESTBED_RETURN_IF_ERROR(r.Add<TpPlanner>(
+      "megatron.uniform_tp", "Megatron-LM: one tensor-parallel degree for every layer, the fastest that fits",
+      {ParamSpec::Int("degree", 0).Range(0, 1 << 20)
+           .Unit("devices")
+           .Doc("the degree; 0: each power of two dividing the stage's devices simulated, the fastest that fits taken")},
+      [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<TpPlanner>> {
+        TESTBED_ASSIGN_OR_RETURN(std::int64_t degree, p.Get<std::int64_t>("degree"));
+        return std::make_unique<UniformTp>(static_cast<int>(degree));
       }));
   TESTBED_RETURN_IF_ERROR(r.Add<Scheduler>(
       "1f1b", "1F1B (PipeDream-Flush), Megatron-LM's default pipeline schedule", ExpandOptionParams(),
