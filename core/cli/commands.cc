@@ -60,6 +60,12 @@ int Run(Env& env, const RunArgs& args) {
   opts.fresh = args.fresh;
   opts.output = args.output;
   opts.progress = args.quiet ? nullptr : stderr;
+  if (!args.shard.empty()) {
+    auto shard = ParseShard(args.shard);
+    if (!shard.ok()) return Fail(shard.status());
+    opts.shard_index = shard->first;
+    opts.shard_count = shard->second;
+  }
   auto summary = RunExperiment(*ex, *env.registry, *env.presets, opts);
   if (!summary.ok()) return Fail(summary.status());
   if (summary->output.empty() || summary->table.empty()) {

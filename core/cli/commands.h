@@ -33,6 +33,7 @@ struct RunArgs {
   bool fresh = false;
   std::string output;
   bool quiet = false;
+  std::string shard;  // "K/N": part K (0-based) of N
 };
 struct ValidateArgs {
   std::string file;

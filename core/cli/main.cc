@@ -1,4 +1,4 @@
-// The `testbed` command: run, validate, plugins, show, compare (and the simulator's trace and cost).
+// The `testbed` command: run, validate, plugins, show, compare, merge (and the simulator's trace and cost).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +14,7 @@
 #include "results/results_file.h"
 #include "cli/compare_command.h"
 #include "cli/cost_command.h"
+#include "cli/merge_command.h"
 
 int main(int argc, char** argv) {
   // `testbed x.toml ...` is `testbed run x.toml ...`.
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
   run->add_flag("--fresh", run_args.fresh, "start a new results file (the old one is kept as a backup)");
   run->add_option("-o,--output", run_args.output, "results file (overrides [experiment] output)");
   run->add_flag("-q,--quiet", run_args.quiet, "no progress line");
+  run->add_option("--shard", run_args.shard,
+                  "run only part K of N (K from 0, runs dealt in turn), into its own file; join parts with merge");
 
   testbed::cli::ValidateArgs validate_args;
   auto* validate = app.add_subcommand("validate", "check an experiment file without running it");
@@ -70,6 +73,11 @@ int main(int argc, char** argv) {
   compare->add_option("--tolerance", compare_args.tolerance, "relative difference a metric may move without being flagged")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   compare->add_flag("--all", compare_args.all, "also compare the testbed's own wall-clock and memory figures");
+
+  testbed::cli::MergeArgs merge_args;
+  auto* merge = app.add_subcommand("merge", "join results files of one experiment (parts run with --shard)");
+  merge->add_option("results", merge_args.inputs, "results HDF5 files")->required();
+  merge->add_option("-o,--output", merge_args.output, "the joined results file")->required();
 
   testbed::cli::CostArgs cost_args;
   auto* cost = app.add_subcommand("cost", "modelled time and memory of one transformer layer's ops");
@@ -106,6 +114,7 @@ int main(int argc, char** argv) {
     if (compact->parsed()) rc = testbed::cli::Compact(compact_file);
     if (cost->parsed()) rc = testbed::cli::Cost(env, cost_args);
     if (compare->parsed()) rc = testbed::cli::Compare(compare_args);
+    if (merge->parsed()) rc = testbed::cli::Merge(merge_args);
   } catch (const std::bad_alloc&) {
     std::fputs("error: out of memory: the experiment describes more than this machine can hold (fewer layers, "
                "nodes or devices); results written so far are kept\n", stderr);

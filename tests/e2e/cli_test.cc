@@ -734,6 +734,52 @@ TEST_F(CliTest, CompareSaysWhatMovedAndExitsThreeWhenSomethingDid) {
   EXPECT_THAT(missing.err, HasSubstr("none.h5"));
 }
 
+// A Slurm job array's parts: --shard K/N runs every N-th run into its own file, merge joins
+// them into what one unsharded run writes; files of another experiment, or of the same
+// experiment set differently, are refused by name.
+TEST_F(CliTest, ShardsMergedEqualTheUnshardedRun) {
+  const std::string file = Experiment("basic", kBasic);
+  ASSERT_EQ(Cli({"run", file}).code, 0);
+  std::vector<std::string> parts;
+  for (int k = 0; k < 4; ++k) {
+    CliResult part = Cli({"run", file, "--shard", absl::StrCat(k, "/4")});
+    ASSERT_EQ(part.code, 0) << part.err;
+    const std::string name = (dir_ / absl::StrCat("basic.shard-", k, "-of-4.h5")).string();
+    auto c = ResultsFile::Read(name, false);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->runs.size(), k < 2 ? 2u : 1u) << name;  // 6 runs dealt over 4 parts
+    parts.push_back(name);
+  }
+  std::vector<std::string> merge = {"merge"};
+  merge.insert(merge.end(), parts.begin(), parts.end());
+  merge.insert(merge.end(), {"-o", (dir_ / "merged.h5").string()});
+  CliResult merged = Cli(merge);
+  ASSERT_EQ(merged.code, 0) << merged.err;
+  EXPECT_THAT(merged.out, HasSubstr("6 runs from 4 files"));
+  CliResult same = Cli({"compare", Out("basic"), (dir_ / "merged.h5").string()});
+  EXPECT_EQ(same.code, 0) << same.out << same.err;
+  EXPECT_THAT(same.out, HasSubstr("6 runs and "));
+  EXPECT_THAT(same.out, HasSubstr(": 0 changed, 0 beyond the tolerance"));
+  // A part run with another --set is another configuration.
+  const std::string other_set = (dir_ / "other_set.h5").string();
+  ASSERT_EQ(Cli({"run", file, "--shard", "0/4", "--set", "train.steps=2", "-o", other_set}).code, 0);
+  CliResult mixed = Cli({"merge", parts[1], other_set, "-o", (dir_ / "mixed.h5").string()});
+  EXPECT_EQ(mixed.code, 1);
+  EXPECT_THAT(mixed.err, HasSubstr("was run with --set train.steps=2"));
+  // Another experiment is refused.
+  const std::string other = Experiment("other", std::string(kBasic).replace(std::string(kBasic).find("name = \"basic\""), 14, "name = \"other\""));
+  ASSERT_EQ(Cli({"run", other}).code, 0);
+  CliResult foreign = Cli({"merge", parts[0], Out("other"), "-o", (dir_ / "foreign.h5").string()});
+  EXPECT_EQ(foreign.code, 1);
+  EXPECT_THAT(foreign.err, HasSubstr("holds experiment 'other'"));
+  EXPECT_THAT(foreign.err, HasSubstr("files of different experiments are not merged"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "foreign.h5"));
+  // A shard that is not one.
+  CliResult bad = Cli({"run", file, "--shard", "4/4"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("--shard 4/4: expected K/N with 0 <= K < N"));
+}
+
 TEST_F(CliTest, FreshKeepsTheOldFileAsABackup) {
   const std::string file = Experiment("basic", kBasic);
   ASSERT_EQ(Cli({"run", file}).code, 0);

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <deque>
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/backend.h"
@@ -171,6 +173,22 @@ absl::StatusOr<std::vector<ResolvedRun>> ResolveAll(const Experiment& experiment
   return runs;
 }
 
+absl::StatusOr<std::pair<int, int>> ParseShard(const std::string& text) {
+  const std::vector<std::string> parts = absl::StrSplit(text, '/');
+  int k = -1, n = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &k) || !absl::SimpleAtoi(parts[1], &n) || n < 1 || k < 0 || k >= n) {
+    return absl::InvalidArgumentError(absl::StrCat("--shard ", text, ": expected K/N with 0 <= K < N (part K of N, from 0; "
+                                                   "a Slurm array --array=0-(N-1) gives K = $SLURM_ARRAY_TASK_ID)"));
+  }
+  return std::pair{k, n};
+}
+
+std::string ShardOutput(const std::string& output, int index, int count) {
+  const std::filesystem::path p(output);
+  const std::string tag = absl::StrCat(".shard-", index, "-of-", count);
+  return (p.parent_path() / absl::StrCat(p.stem().string(), tag, p.extension().string())).string();
+}
+
 absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const Registry& registry,
                                             const PresetLibrary& presets, const RunnerOptions& options) {
   auto meta = ResolveMeta(experiment.doc());
@@ -178,10 +196,23 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
   auto resolved = ResolveAll(experiment, registry, presets, options.only_arms, options.only_points);
   if (!resolved.ok()) return resolved.status();
   std::vector<ResolvedRun>& runs = *resolved;
+  if (options.shard_count > 1) {
+    // Part K of N: the runs dealt in turn, so that each part gets every kind of run.
+    std::vector<ResolvedRun> mine;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (static_cast<int>(i % static_cast<size_t>(options.shard_count)) == options.shard_index) {
+        mine.push_back(std::move(runs[i]));
+      }
+    }
+    runs = std::move(mine);
+  }
 
   RunnerSummary summary;
   summary.total = static_cast<int>(runs.size());
   summary.output = options.output.empty() ? meta->output : options.output;
+  if (options.shard_count > 1 && options.output.empty()) {
+    summary.output = ShardOutput(meta->output, options.shard_index, options.shard_count);
+  }
 
   ResultsHeader header;
   header.experiment = meta->name;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,7 +27,16 @@ struct RunnerOptions {
   bool fresh = false;    // start a new results file (the old one is kept as a backup)
   std::string output;    // overrides [experiment] output
   std::FILE* progress = stderr;
+  // Part shard_index (0-based) of shard_count: the selected runs dealt in turn, run into their
+  // own file (the output, or [experiment] output with ".shard-K-of-N" before its extension).
+  int shard_index = 0;
+  int shard_count = 1;
 };
+
+// "K/N" with 0 <= K < N: (K, N); InvalidArgument otherwise, saying what was expected.
+[[nodiscard]] absl::StatusOr<std::pair<int, int>> ParseShard(const std::string& text);
+// The results file of a shard: `output` with ".shard-K-of-N" before its extension.
+[[nodiscard]] std::string ShardOutput(const std::string& output, int index, int count);
 
 struct RunnerSummary {
   int total = 0;

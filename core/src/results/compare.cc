@@ -27,7 +27,7 @@ bool SelfMeasured(const std::string& m) {
   static const std::set<std::string> kNames = {"schedule_build_s",        "simulation_wall_s",
                                                "simulator_memory_mib",    "process_peak_memory_mib",
                                                "planning_time_s",         "balancer_search_s_per_call",
-                                               "duplicate_detection_s_per_step"};
+                                               "duplicate_detection_s_per_step", "tp_planning_s"};
   if (kNames.count(m) > 0 || absl::StartsWith(m, "measured_")) return true;
   for (ComponentKind k : kAllComponentKinds) {
     if (m == std::string(KindName(k)) + "_time_s") return true;

@@ -46,7 +46,7 @@ struct Comparison {
 
 // Wall-clock and memory figures of the testbed's own work: schedule_build_s,
 // simulation_wall_s, simulator_memory_mib, process_peak_memory_mib, planning_time_s, the
-// planning kinds' <kind>_time_s, balancer_search_s_per_call, duplicate_detection_s_per_step
+// planning kinds' <kind>_time_s, tp_planning_s, balancer_search_s_per_call, duplicate_detection_s_per_step
 // and the measured_* figures of real runs.
 [[nodiscard]] bool SelfMeasured(const std::string& metric);
 
