@@ -1,4 +1,4 @@
-// The `testbed` command: run, validate, plugins, show, compare, merge (and the simulator's trace and cost).
+// The `testbed` command: run, validate, plugins, show, compare, merge, plot (and the simulator's trace and cost).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include "cli/compare_command.h"
 #include "cli/cost_command.h"
 #include "cli/merge_command.h"
+#include "cli/plot_command.h"
 
 int main(int argc, char** argv) {
   // `testbed x.toml ...` is `testbed run x.toml ...`.
@@ -79,6 +80,12 @@ int main(int argc, char** argv) {
   merge->add_option("results", merge_args.inputs, "results HDF5 files")->required();
   merge->add_option("-o,--output", merge_args.output, "the joined results file")->required();
 
+  testbed::cli::PlotArgs plot_args;
+  auto* plot = app.add_subcommand("plot", "draw a results file's figures (PNG and SVG) with matplotlib");
+  plot->add_option("results", plot_args.file, "results HDF5 file")->required();
+  plot->add_option("-o,--output", plot_args.out_dir, "folder for the figures (default: <results>_plots)");
+  plot->add_option("--python", plot_args.python, "the Python 3 interpreter (default /usr/bin/python3, else python3)");
+
   testbed::cli::CostArgs cost_args;
   auto* cost = app.add_subcommand("cost", "modelled time and memory of one transformer layer's ops");
   cost->add_option("--device", cost_args.device, "device preset")->capture_default_str();
@@ -115,6 +122,7 @@ int main(int argc, char** argv) {
     if (cost->parsed()) rc = testbed::cli::Cost(env, cost_args);
     if (compare->parsed()) rc = testbed::cli::Compare(compare_args);
     if (merge->parsed()) rc = testbed::cli::Merge(merge_args);
+    if (plot->parsed()) rc = testbed::cli::Plot(plot_args);
   } catch (const std::bad_alloc&) {
     std::fputs("error: out of memory: the experiment describes more than this machine can hold (fewer layers, "
                "nodes or devices); results written so far are kept\n", stderr);
