@@ -1,4 +1,4 @@
-// The `testbed` command: run, validate, plugins, show, compare, merge, plot (and the simulator's trace and cost).
+// The `testbed` command: run, validate, plugins, show, compare, merge, plot, report (and the simulator's trace and cost).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +16,7 @@
 #include "cli/cost_command.h"
 #include "cli/merge_command.h"
 #include "cli/plot_command.h"
+#include "cli/report_command.h"
 
 int main(int argc, char** argv) {
   // `testbed x.toml ...` is `testbed run x.toml ...`.
@@ -86,6 +87,15 @@ int main(int argc, char** argv) {
   plot->add_option("-o,--output", plot_args.out_dir, "folder for the figures (default: <results>_plots)");
   plot->add_option("--python", plot_args.python, "the Python 3 interpreter (default /usr/bin/python3, else python3)");
 
+  testbed::cli::ReportArgs report_args;
+  auto* report = app.add_subcommand("report", "which papers' figures the results reproduce (Markdown, or HTML)");
+  report->add_option("results", report_args.files, "results HDF5 files")->required();
+  report->add_flag("--html", report_args.html, "HTML instead of Markdown");
+  report->add_option("--figures", report_args.figures, "draw each file's figures into DIR/<experiment>/ and embed the main one");
+  report->add_option("--tolerance", report_args.tolerance, "how far ours / paper may be from 1 to count as reproduced")
+      ->capture_default_str()->check(CLI::Range(0.0, 10.0));
+  report->add_option("--python", report_args.python, "the Python 3 interpreter for --figures");
+
   testbed::cli::CostArgs cost_args;
   auto* cost = app.add_subcommand("cost", "modelled time and memory of one transformer layer's ops");
   cost->add_option("--device", cost_args.device, "device preset")->capture_default_str();
@@ -123,6 +133,7 @@ int main(int argc, char** argv) {
     if (compare->parsed()) rc = testbed::cli::Compare(compare_args);
     if (merge->parsed()) rc = testbed::cli::Merge(merge_args);
     if (plot->parsed()) rc = testbed::cli::Plot(plot_args);
+    if (report->parsed()) rc = testbed::cli::Report(report_args);
   } catch (const std::bad_alloc&) {
     std::fputs("error: out of memory: the experiment describes more than this machine can hold (fewer layers, "
                "nodes or devices); results written so far are kept\n", stderr);

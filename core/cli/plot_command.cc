@@ -3,6 +3,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,23 @@ std::filesystem::path Script() {
 }
 
 }  // namespace
+
+std::string MainFigurePath(const std::string& dir, const std::string& experiment) {
+  // tools/plot.py's safe(): every run of other characters becomes one '_'.
+  std::string name;
+  bool in_run = false;
+  for (char c : experiment) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+    if (ok) {
+      name += c;
+      in_run = false;
+    } else if (!in_run) {
+      name += '_';
+      in_run = true;
+    }
+  }
+  return (std::filesystem::path(dir) / absl::StrCat(name, "_main.png")).string();
+}
 
 int Plot(const PlotArgs& args) {
   auto contents = ResultsFile::Read(args.file, true);
@@ -60,7 +78,11 @@ int Plot(const PlotArgs& args) {
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, python.c_str(), nullptr, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (args.quiet) posix_spawn_file_actions_adddup2(&actions, 2, 1);
+  const int rc = posix_spawnp(&pid, python.c_str(), &actions, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     return Fail(absl::NotFoundError(absl::StrCat("cannot start the Python interpreter '", python, "': ",
                                                  std::strerror(rc),

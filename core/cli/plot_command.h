@@ -13,7 +13,11 @@ struct PlotArgs {
   std::string file;
   std::string out_dir;  // default: the results file's name without .h5, plus "_plots"
   std::string python;  // empty: /usr/bin/python3 when present, else python3 on the PATH
+  bool quiet = false;  // the script's list of files to stderr instead of stdout
 };
+
+// Where tools/plot.py writes the main figure of experiment `experiment` in `dir`.
+[[nodiscard]] std::string MainFigurePath(const std::string& dir, const std::string& experiment);
 
 int Plot(const PlotArgs& args);
 
