@@ -22,81 +22,14 @@
 #include "absl/strings/str_split.h"
 #include "engine/backend.h"
 #include "engine/progress.h"
+#include "engine/run_claims.h"
+#include "engine/run_execution.h"
+#include "engine/shared_runs.h"
+#include "testbed/status_macros.h"
 #include "results/results_file.h"
 
 namespace testbed {
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-// The first Ctrl-C (or SIGTERM) stops the experiment after the runs in progress are cancelled
-// (a simulation polls for it); a second one ends the process at once (every write is atomic,
-// so the results file keeps every completed run).
-void OnSignal(int sig) {
-  if (g_interrupted.exchange(true)) {
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-  }
-}
-
-std::string NowIso() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-// Whether `stored` is `run` done before: the same id and configuration, finished, and made
-// with the same component libraries (a file written before libraries were recorded matches).
-bool AlreadyDone(const StoredRun& stored, const ResolvedRun& run) {
-  if (stored.id != run.spec.id || stored.status != "ok" || stored.config_hash != run.config_hash) return false;
-  for (const auto& [key, value] : run.recorded) {
-    if (!absl::StartsWith(key, kLibraryKeyPrefix)) continue;
-    for (const auto& [k, v] : stored.params) {
-      if (k == key && !(v == value)) return false;
-    }
-  }
-  return true;
-}
-
-StoredRun Execute(const ResolvedRun& run, const Registry& registry) {
-  StoredRun out;
-  out.id = run.spec.id;
-  out.index = run.spec.index;
-  out.arm = run.spec.arm;
-  out.point = run.spec.point;
-  out.seed = run.seed;
-  out.backend = run.meta.backend;
-  out.git_revision = GitRevision();
-  out.start_time = NowIso();
-  out.config_hash = run.config_hash;
-  out.config_toml = run.config_toml;
-  out.params = run.recorded;
-  const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<RunOutput> result = absl::InternalError("no backend");
-  try {
-    auto make = BuiltinBackends().find(run.meta.backend);
-    std::unique_ptr<Backend> backend = make->second();
-    RunControl control;
-    control.cancelled = [] { return g_interrupted.load(); };
-    result = backend->Run(run, registry, control);
-  } catch (const std::exception& e) {
-    result = absl::InternalError(absl::StrCat("exception: ", e.what()));
-  } catch (...) {
-    result = absl::InternalError("non-standard exception");
-  }
-  out.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (result.ok()) {
-    out.status = "ok";
-    out.output = std::move(*result);
-  } else {
-    // A run cut short by an interrupt is not a result: it is not recorded, and reruns.
-    out.status = result.status().code() == absl::StatusCode::kCancelled && g_interrupted ? "cancelled" : "failed";
-    out.error = std::string(result.status().message());
-  }
-  return out;
-}
 
 // Under mpirun every process runs this command: the launcher's rank and size, or (0, 1).
 std::pair<int, int> LauncherRank() {
@@ -258,6 +191,11 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
   // nothing is skipped and runs go one at a time; the other backends run on the first
   // process only. Only the first process writes results and prints.
   const auto [launcher_rank, launcher_size] = LauncherRank();
+  // Simulated or planned runs under mpirun with a job id: every process takes runs in turn.
+  if (const std::string job = launcher_size > 1 && meta->backend != "real" ? RunClaims::JobId() : ""; !job.empty()) {
+    SharedJob shared{launcher_rank, launcher_size, job};
+    return RunShared(experiment, header, runs, registry, options, shared, std::move(summary));
+  }
   if (launcher_size > 1 && launcher_rank != 0) {
     if (meta->backend != "real") return summary;
     for (const ResolvedRun& r : runs) {
@@ -353,28 +291,7 @@ absl::StatusOr<RunnerSummary> RunExperiment(const Experiment& experiment, const 
   }
 
   // The table covers this experiment's (selected) runs as they now stand in the file.
-  std::vector<StoredRun> mine;
-  for (const ResolvedRun& r : runs) {
-    if (const StoredRun* s = file->Find(r.spec.id)) mine.push_back(*s);
-  }
-  // A metric no run reports would print an empty table: say so, with what they do report.
-  const StoredRun* any_ok = nullptr;
-  bool reported = false;
-  for (const StoredRun& r : mine) {
-    if (r.status != "ok") continue;
-    if (any_ok == nullptr) any_ok = &r;
-    if (r.output.metrics.Find(header.metric) != nullptr) reported = true;
-  }
-  if (any_ok != nullptr && !reported) {
-    std::vector<std::string> names;
-    for (const Metric& m : any_ok->output.metrics.all()) names.push_back(m.name);
-    return absl::InvalidArgumentError(absl::StrCat(
-        experiment.doc().Where({"experiment", "metric"}).ToString(), ": [experiment] metric '", header.metric,
-        "': no run reports it (the ",
-        "runs are kept in ", summary.output, "); they report: ", absl::StrJoin(names, ", ")));
-  }
-  summary.rows = BuildReport(header, mine);
-  summary.table = FormatReport(header, summary.rows);
+  TESTBED_RETURN_IF_ERROR(Tabulate(experiment, header, runs, file->runs(), summary));
   return summary;
 }
 
