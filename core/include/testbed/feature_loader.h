@@ -26,7 +26,9 @@
 // replica's StageReplica::resident_bytes to the most rows it holds beyond a batch's own
 // (whose rows the first layer's activations count) and Plan::iterations_per_epoch, and adds
 // the loader's figures to the plan's metrics (feature_copy_bytes_per_step,
-// feature_rows_resident_peak, feature_device_bytes_peak, duplicate_detection_s_per_step, ...).
+// feature_rows_resident_peak, feature_device_bytes_peak, duplicate_detection_s_per_step, ...)
+// and the table "feature_steps" (per iteration, over every replica: the bytes copied to the
+// devices and the bytes of features the batches read).
 #pragma once
 
 #include <cstdint>

@@ -93,6 +93,8 @@ absl::Status FeatureLoader::Refine(RefineContext& ctx) {
   // per-seed tree (Layer::gnn_targets_per_sample), summed over replicas and micro-batches.
   std::vector<std::vector<double>> layer_work(static_cast<size_t>(steps), std::vector<double>(static_cast<size_t>(hops)));
   std::vector<double> micro_batches_of(static_cast<size_t>(steps));
+  // Per iteration over every replica: rows copied to the devices, and rows the batches read.
+  std::vector<double> copied_of(static_cast<size_t>(steps)), read_of(static_cast<size_t>(steps));
   for (int r = 0; r < dp; ++r) {
     const std::int64_t mbs = plan.MicroBatches(0, r);
     LoadChecker checker(g.graph.vertices);
@@ -121,6 +123,8 @@ absl::Status FeatureLoader::Refine(RefineContext& ctx) {
                                               absl::StrCat("Next on replica ", r, ", iteration ", it, ", micro-batch ", m)));
         tot.copied_rows += static_cast<double>(load->copied.size());
         tot.input_rows += static_cast<double>(rows.size());
+        copied_of[static_cast<size_t>(it)] += static_cast<double>(load->copied.size());
+        read_of[static_cast<size_t>(it)] += static_cast<double>(rows.size());
         tot.detect_s += load->detect_s;
         tot.sampled_edges += static_cast<double>(b.SampledEdges());
         tot.calls += 1;
@@ -178,6 +182,17 @@ absl::Status FeatureLoader::Refine(RefineContext& ctx) {
   m.Add("duplicate_detection_s_per_step", tot.detect_s / per_step, "s", Better::kLower);
   m.Add("sampled_edges_per_step", tot.sampled_edges / per_step, "edges");
   m.Add("graph_build_s", sampling_s, "s");
+  Table t;
+  t.name = "feature_steps";
+  std::vector<std::int64_t> iteration;
+  std::vector<double> copy_bytes, read_bytes;
+  for (std::int64_t it = 0; it < steps; ++it) {
+    iteration.push_back(it);
+    copy_bytes.push_back(copied_of[static_cast<size_t>(it)] * row);
+    read_bytes.push_back(read_of[static_cast<size_t>(it)] * row);
+  }
+  t.columns = {{"iteration", "", iteration}, {"copy_bytes", "B", copy_bytes}, {"input_bytes", "B", read_bytes}};
+  plan.planner_tables.push_back(std::move(t));
   return absl::OkStatus();
 }
 
