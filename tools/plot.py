@@ -13,6 +13,8 @@ reader and hands it over as JSON: `plot.py DIR/plot_data.json DIR`. Writes, as P
   training of the same model when the run compared with it);
 - <experiment>_moe_<run>: per iteration and MoE layer, tokens on the busiest rank and the
   balance degree without and with the balancer;
+- <experiment>_features_<run>: for GNN feature loading, the bytes copied host to device and
+  the bytes the batches read, per iteration;
 - <experiment>_precision_<run>: the bit widths of each layer.
 
 Titles, axis labels and units come from the file. Exit status 2 when matplotlib is missing.
@@ -197,6 +199,25 @@ def moe_figures(data, out_dir, written):
         save(fig, out_dir, "%s_moe_%s" % (data["experiment"], r["id"]), written)
 
 
+def feature_figures(data, out_dir, written):
+    drawn = 0
+    for r in data["runs"]:
+        t = table(r, "feature_steps")
+        if r["status"] != "ok" or t is None or drawn >= MAX_DEVICE_FIGURES:
+            continue
+        drawn += 1
+        steps = t["iteration"]["values"]
+        fig, ax = plt.subplots(figsize=(8, 4))
+        ax.plot(steps, [(v or 0.0) / 2**20 for v in t["input_bytes"]["values"]], label="features the batches read")
+        ax.plot(steps, [(v or 0.0) / 2**20 for v in t["copy_bytes"]["values"]], label="copied host to device")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("MiB per iteration (all replicas)")
+        ax.set_ylim(bottom=0)
+        ax.set_title("%s: %s, feature transfer per step" % (data["experiment"], r["id"]), fontsize=10)
+        ax.legend(fontsize=8)
+        save(fig, out_dir, "%s_features_%s" % (data["experiment"], r["id"]), written)
+
+
 def precision_figures(data, out_dir, written):
     drawn = 0
     for r in data["runs"]:
@@ -233,6 +254,7 @@ def main(argv):
     device_figures(data, out_dir, written)
     loss_figure(data, out_dir, written)
     moe_figures(data, out_dir, written)
+    feature_figures(data, out_dir, written)
     precision_figures(data, out_dir, written)
     for path in written:
         print(path)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `testbed plot` on real results files of one experiment of each kind (simulated with a
 # per-device table and the paper's figures, real with loss curves, MoE balance, per-layer
-# precision), each made small: every figure exists as a valid PNG and SVG, and the main
+# precision, GNN feature transfer), each made small: every figure exists as a valid PNG and SVG, and the main
 # figure's SVG names every arm of its file. Usage: plot_figures_test.sh TESTBED SOURCE_DIR OUT_DIR
 set -euo pipefail
 testbed=$1 src=$2 out=$3
@@ -16,6 +16,7 @@ run sim oases_pcie.toml --point h1024-l24 --point h12288-l4
 run real oases_real.toml --set train.steps=3
 run moe moe_balance.toml --set train.steps=2 --point s-top1,1.0 --only fastermoe --only pro-prophet
 run precision dpc_sim.toml
+run gnn brgraph.toml --point cora,sage --set train.steps=3
 check() {  # name kinds...
   local name=$1
   shift
@@ -46,3 +47,4 @@ check sim devices
 check real loss
 check moe moe devices
 check precision precision devices
+check gnn features devices
