@@ -170,7 +170,7 @@ absl::Status ComputeTasks::StartAllReduce(const Task& t) {
   return absl::OkStatus();
 }
 
-absl::Status ComputeTasks::Resolve(const PendingKey& key) {
+absl::Status ComputeTasks::Resolve(PendingKey key) {
   auto it = pending_.find(key);
   if (it == pending_.end()) return absl::InternalError("no pending layer to finish");
   Pending p = std::move(it->second);

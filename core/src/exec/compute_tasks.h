@@ -53,7 +53,8 @@ class ComputeTasks {
   // Block `sub` of `subs` of the chunk's output, finishing a pending layer first.
   absl::StatusOr<Tensor> Read(std::map<RankState::Key, SampleBlocks>& store, int chunk, int mb, int sub, int subs,
                               Phase phase);
-  absl::Status Resolve(const PendingKey& key);
+  // By value: callers pass keys of pending_ itself, which Resolve erases.
+  absl::Status Resolve(PendingKey key);
   SampleBlocks& Blocks(std::map<RankState::Key, SampleBlocks>& store, int chunk, int mb, int subs);
 
   RankState& s_;
