@@ -3,21 +3,21 @@
 #   1. a simulated sweep run by one process (-j 1) and shared by an mpirun job of 2 (and N)
 #      processes: the speed-up of sharing (target >= 1.7x on 2 cores);
 #   2. `testbed plot` on a results file: seconds per figure written.
-# Usage: bench/spread_sweep.sh [EXPERIMENT [PROCESSES]] (default: experiments/moe_balance.toml
-# with train.steps=20, 64 runs; 2 processes). Needs build/ and, for 1, OpenMPI's mpirun.
+# Usage: bench/spread_sweep.sh [EXPERIMENT [PROCESSES] [--set ...]] (default:
+# experiments/moe_balance.toml, 60 runs of about 0.4 s; 2 processes). Needs build/ and
+# OpenMPI's mpirun.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 exp=${1:-$here/experiments/moe_balance.toml}
 n=${2:-2}
-sets=()
-[ $# -lt 1 ] && sets=(--set train.steps=20)
+sets=("${@:3}")
 tb=$here/build/bin/testbed
 export TESTBED_PLUGIN_PATH=$here/build/lib/testbed/plugins
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 now() { date +%s.%N; }
-t0=$(now); "$tb" run "$exp" "${sets[@]}" -q -j 1 -o "$d/one.h5" > "$d/one.txt"; t1=$(now)
-mpirun --allow-run-as-root --oversubscribe -np "$n" "$tb" run "$exp" "${sets[@]}" -q -o "$d/shared.h5" > "$d/shared.txt"
+t0=$(now); "$tb" run "$exp" ${sets[@]+"${sets[@]}"} -q -j 1 -o "$d/one.h5" > "$d/one.txt"; t1=$(now)
+mpirun --allow-run-as-root --oversubscribe -np "$n" "$tb" run "$exp" ${sets[@]+"${sets[@]}"} -q -o "$d/shared.h5" > "$d/shared.txt"
 t2=$(now)
 runs=$(tail -1 "$d/one.txt" | awk '{print $1}')
 "$tb" compare "$d/one.h5" "$d/shared.h5" > /dev/null || { echo "the shared sweep's figures differ"; exit 1; }
