@@ -11,8 +11,8 @@ reader and hands it over as JSON: `plot.py DIR/plot_data.json DIR`. Writes, as P
   communication and idle time, and its memory peak against its capacity;
 - <experiment>_loss: for real runs, the loss curve of every arm (and of single-process
   training of the same model when the run compared with it);
-- <experiment>_moe_<run>: per iteration and MoE layer, tokens on the busiest rank and the
-  balance degree without and with the balancer;
+- <experiment>_moe_<run>: the balance degree (standard deviation of tokens per rank)
+  without and with the balancer, per iteration and per MoE layer;
 - <experiment>_features_<run>: for GNN feature loading, the bytes copied host to device and
   the bytes the batches read, per iteration;
 - <experiment>_precision_<run>: the bit widths of each layer.
@@ -181,21 +181,33 @@ def moe_figures(data, out_dir, written):
         if r["status"] != "ok" or t is None or drawn >= MAX_DEVICE_FIGURES:
             continue
         drawn += 1
-        iters = t["iteration"]["values"]
-        order = sorted(set(iters))
-        fig, ax = plt.subplots(figsize=(8, 4))
-        for col, label in (("balance_degree_before", "no balancer"), ("balance_degree_after", "with the balancer")):
-            if col not in t:
-                continue
-            sums, counts = {}, {}
-            for i, v in zip(iters, t[col]["values"]):
-                sums[i] = sums.get(i, 0.0) + (v or 0.0)
-                counts[i] = counts.get(i, 0) + 1
-            ax.plot(order, [sums[i] / counts[i] for i in order], label=label)
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("balance degree: std. dev. of tokens per rank [%s]" % t["balance_degree_before"]["unit"], fontsize=8)
-        ax.set_title("%s: %s, mean over the MoE layers" % (data["experiment"], r["id"]), fontsize=10)
-        ax.legend(fontsize=8)
+        fig, (by_step, by_layer) = plt.subplots(1, 2, figsize=(12, 4))
+        unit = t["balance_degree_before"]["unit"]
+        cols = [(c, l) for c, l in (("balance_degree_before", "no balancer"), ("balance_degree_after", "with the balancer"))
+                if c in t]
+        # Per iteration, the mean over the MoE layers; per MoE layer, the mean over iterations.
+        for key, ax, label in (("iteration", by_step, "iteration"), ("layer", by_layer, "MoE layer (model layer index)")):
+            keys = t[key]["values"]
+            order = sorted(set(keys))
+            for k, (col, name) in enumerate(cols):
+                sums, counts = {}, {}
+                for i, v in zip(keys, t[col]["values"]):
+                    sums[i] = sums.get(i, 0.0) + (v or 0.0)
+                    counts[i] = counts.get(i, 0) + 1
+                means = [sums[i] / counts[i] for i in order]
+                if key == "iteration":
+                    ax.plot(order, means, label=name)
+                else:
+                    xs = list(range(len(order)))
+                    ax.bar([x + (k - 0.5) * 0.4 for x in xs], means, 0.4, label=name)
+                    ax.set_xticks(xs)
+                    ax.set_xticklabels([str(o) for o in order], fontsize=7)
+            ax.set_xlabel(label)
+            ax.set_ylabel("balance degree [%s]" % unit, fontsize=8)
+            ax.legend(fontsize=8)
+        by_step.set_title("per iteration (mean over MoE layers)", fontsize=9)
+        by_layer.set_title("per MoE layer (mean over iterations)", fontsize=9)
+        fig.suptitle("%s: %s, tokens per rank, standard deviation" % (data["experiment"], r["id"]), fontsize=10)
         save(fig, out_dir, "%s_moe_%s" % (data["experiment"], r["id"]), written)
 
 
