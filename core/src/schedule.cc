@@ -42,6 +42,7 @@ const char* KernelOpName(KernelOp op) noexcept {
     case KernelOp::kOptimizerStep: return "optimizer step";
     case KernelOp::kEncode: return "encode";
     case KernelOp::kDecode: return "decode";
+    case KernelOp::kTraced: return "traced";
   }
   return "?";
 }
@@ -88,7 +89,8 @@ std::size_t HashOf(const ComputeWork& w) noexcept {
   return h;
 }
 std::size_t HashOf(const KernelWork& w) noexcept {
-  return Mix(Mix(Mix(static_cast<std::size_t>(w.op), Bits(w.flops)), Bits(w.bytes)), static_cast<std::uint64_t>(w.precision));
+  return Mix(Mix(Mix(Mix(static_cast<std::size_t>(w.op), Bits(w.flops)), Bits(w.bytes)), static_cast<std::uint64_t>(w.precision)),
+             Bits(w.seconds));
 }
 std::size_t HashOf(const AllToAllVWork& w) noexcept {
   std::size_t h = w.bytes.size();
@@ -213,14 +215,15 @@ std::string Schedule::Describe(TaskId id) const {
   const std::string where = t.iteration > 0 ? absl::StrFormat("it%d mb%d stage%d.%d", t.iteration, t.micro_batch, t.stage, t.chunk)
                                             : absl::StrFormat("mb%d stage%d.%d", t.micro_batch, t.stage, t.chunk);
   const char* what = t.phase == Phase::kForward ? "activation" : "gradient";
+  // Where a compute or kernel task runs: its device, or its gang's members.
+  std::string on = absl::StrCat("device ", t.device);
+  if (t.device < 0 && t.group >= 0 && static_cast<size_t>(t.group) < groups_.size()) {
+    const auto& g = groups_[static_cast<size_t>(t.group)];
+    on = absl::StrCat("devices {", g.size() <= 8 ? absl::StrJoin(g, ",") : absl::StrCat(g.front(), ",...,", g.back()),
+                      "}");
+  }
   switch (t.kind) {
     case TaskKind::kCompute: {
-      std::string on = absl::StrCat("device ", t.device);
-      if (t.device < 0 && t.group >= 0 && static_cast<size_t>(t.group) < groups_.size()) {
-        const auto& g = groups_[static_cast<size_t>(t.group)];
-        on = absl::StrCat("devices {", g.size() <= 8 ? absl::StrJoin(g, ",") : absl::StrCat(g.front(), ",...,", g.back()),
-                          "}");
-      }
       std::string part;
       if (t.work >= 0 && static_cast<size_t>(t.work) < compute_.size() &&
           compute_[static_cast<size_t>(t.work)].part != LayerPart::kWhole) {
@@ -232,11 +235,15 @@ std::string Schedule::Describe(TaskId id) const {
     }
     case TaskKind::kKernel: {
       if (t.work < 0 || static_cast<size_t>(t.work) >= kernel_.size()) {
-        return absl::StrFormat("task %d: kernel (no work entry) on device %d", id, t.device);
+        return absl::StrFormat("task %d: kernel (no work entry) on %s", id, on);
       }
       const KernelWork& k = kernel_[static_cast<size_t>(t.work)];
-      return absl::StrFormat("task %d: kernel %s (%.3g GFLOP, %.3g GB) on device %d", id, KernelOpName(k.op),
-                             k.flops / 1e9, k.bytes / 1e9, t.device);
+      if (k.seconds > 0) {
+        return absl::StrFormat("task %d: kernel %s (%.6g ms as given) on %s", id, KernelOpName(k.op), k.seconds * 1e3,
+                               on);
+      }
+      return absl::StrFormat("task %d: kernel %s (%.3g GFLOP, %.3g GB) on %s", id, KernelOpName(k.op), k.flops / 1e9,
+                             k.bytes / 1e9, on);
     }
     case TaskKind::kCopy: {
       const bool in = t.work < 0 || static_cast<size_t>(t.work) >= copy_.size() || copy_[static_cast<size_t>(t.work)].to_device;
@@ -325,7 +332,8 @@ absl::Status Schedule::Check() const {
     for (TaskId d : deps(i)) {
       if (d < 0 || d >= n || d == i) problem(absl::StrCat(Describe(i), " depends on invalid task ", d));
     }
-    if (t.kind == TaskKind::kCollective || (t.kind == TaskKind::kCompute && t.device < 0)) {
+    if (t.kind == TaskKind::kCollective ||
+        ((t.kind == TaskKind::kCompute || t.kind == TaskKind::kKernel) && t.device < 0)) {
       if (t.group < 0 || static_cast<size_t>(t.group) >= groups_.size() || groups_[static_cast<size_t>(t.group)].empty()) {
         problem(absl::StrCat(Describe(i), " has no group"));
       }

@@ -50,8 +50,9 @@ enum class CollectiveOp : std::uint8_t {
 };
 [[nodiscard]] const char* CollectiveOpName(CollectiveOp op) noexcept;
 
-// What a kernel task does.
-enum class KernelOp : std::uint8_t { kOptimizerStep, kEncode, kDecode };
+// What a kernel task does. kTraced: an operation of an imported execution trace (Chakra),
+// costed as the trace gives it (KernelWork::seconds, else its FLOPs and bytes).
+enum class KernelOp : std::uint8_t { kOptimizerStep, kEncode, kDecode, kTraced };
 [[nodiscard]] const char* KernelOpName(KernelOp op) noexcept;
 
 // Streams by convention; a device may use up to kCount.
@@ -98,11 +99,15 @@ struct ComputeWork {
   friend bool operator==(const ComputeWork&, const ComputeWork&) = default;
 };
 
+// A kernel runs on `device`, or, with device -1, on every member of `group` in lock-step (a
+// traced tensor-parallel gang), as long as the slowest member takes.
 struct KernelWork {
   KernelOp op = KernelOp::kOptimizerStep;
   double flops = 0;
   double bytes = 0;  // through device memory
   Precision precision = Precision::kFp32;
+  // > 0: the kernel takes this long (s), as measured; the device model is not asked.
+  double seconds = 0;
   friend bool operator==(const KernelWork&, const KernelWork&) = default;
 };
 

@@ -47,14 +47,23 @@ absl::Status TaskCosts::ComputeCost(const Schedule& s, TaskId t, const ModelGrap
   };
   if (task.kind == TaskKind::kKernel) {
     const KernelWork& k = s.kernel(t);
-    const int spec = cluster.device(task.device).spec_index;
-    double& cached = kernel_cache_[static_cast<size_t>(task.work) * specs_ + static_cast<size_t>(spec)];
-    if (std::isnan(cached)) {
-      auto kt = dm.KernelTime(k.flops, k.bytes, k.precision, cluster.spec_of(task.device));
-      if (!kt.ok()) return failed(kt.status());
-      cached = *kt;
+    if (k.seconds > 0) {  // as measured: no device model
+      duration[i] = k.seconds;
+      return absl::OkStatus();
     }
-    duration[i] = cached;
+    // A gang (device -1) runs at the pace of its slowest member.
+    double time = 0;
+    for (DeviceId member : s.DevicesOf(t)) {
+      const int spec = cluster.device(member).spec_index;
+      double& cached = kernel_cache_[static_cast<size_t>(task.work) * specs_ + static_cast<size_t>(spec)];
+      if (std::isnan(cached)) {
+        auto kt = dm.KernelTime(k.flops, k.bytes, k.precision, cluster.spec_of(member));
+        if (!kt.ok()) return failed(kt.status());
+        cached = *kt;
+      }
+      time = std::max(time, cached);
+    }
+    duration[i] = time;
     return absl::OkStatus();
   }
   const ComputeWork& w = s.compute(t);
