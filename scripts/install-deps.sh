@@ -7,6 +7,7 @@ packages=(
   libboost-dev libboost-filesystem-dev libabsl-dev libtomlplusplus-dev libhdf5-dev
   libopenmpi-dev openmpi-bin libcli11-dev libspdlog-dev libfmt-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev coinor-libcbc-dev
+  protobuf-compiler libprotobuf-dev
   python3 python3-h5py python3-numpy python3-matplotlib
   dataset-fashion-mnist
 )
