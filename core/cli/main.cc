@@ -1,4 +1,5 @@
-// The `testbed` command: run, validate, plugins, show, compare, merge, plot, report (and the simulator's trace and cost).
+// The `testbed` command: run, validate, plugins, show, compare, merge, plot, report, import-chakra and export-chakra
+// (and the simulator's trace and cost).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "results/results_file.h"
 #include "cli/compare_command.h"
 #include "cli/cost_command.h"
+#include "cli/chakra_command.h"
 #include "cli/merge_command.h"
 #include "cli/plot_command.h"
 #include "cli/report_command.h"
@@ -112,6 +114,19 @@ int main(int argc, char** argv) {
   cost->add_option("--collective", cost_args.collective, "collective component")->capture_default_str();
   cost->add_flag("--json", cost_args.json, "one JSON object: attn_fwd_s, attn_bwd_s, mlp_fwd_s, mlp_bwd_s, tp_comm_s, memory_bytes");
 
+  testbed::cli::ImportChakraArgs import_args;
+  auto* import_chakra = app.add_subcommand("import-chakra", "check Chakra execution traces and write an experiment that simulates them");
+  import_chakra->add_option("traces", import_args.traces, "prefix or directory of <prefix>.<rank>.et files (or, with --astra-text, a text workload)")->required();
+  import_chakra->add_flag("--astra-text", import_args.astra_text, "the input is an ASTRA-sim text workload (DATA, MODEL, HYBRID_*, MICRO)");
+  import_chakra->add_option("--ranks", import_args.ranks, "with --astra-text: the NPUs it runs on")->check(CLI::Range(1, 100000000));
+  import_chakra->add_option("-o,--output", import_args.output, "an experiment file to write ([workload] with the traces)");
+  import_chakra->add_option("--cluster", import_args.cluster, "cluster preset of that experiment (default: DGX A100 nodes)");
+  testbed::cli::ExportChakraArgs export_args;
+  auto* export_chakra = app.add_subcommand("export-chakra", "write a simulated run's schedule as Chakra execution traces (ASTRA-sim 2.x)");
+  export_chakra->add_option("results", export_args.results, "results HDF5 file")->required();
+  export_chakra->add_option("--run", export_args.run, "the run's id")->required();
+  export_chakra->add_option("-o,--output", export_args.output, "directory for <run>.<rank>.et and <run>.comm_groups.json")->required();
+
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
@@ -134,6 +149,8 @@ int main(int argc, char** argv) {
     if (merge->parsed()) rc = testbed::cli::Merge(merge_args);
     if (plot->parsed()) rc = testbed::cli::Plot(plot_args);
     if (report->parsed()) rc = testbed::cli::Report(report_args);
+    if (import_chakra->parsed()) rc = testbed::cli::ImportChakra(env, import_args);
+    if (export_chakra->parsed()) rc = testbed::cli::ExportChakra(env, export_args);
   } catch (const std::bad_alloc&) {
     std::fputs("error: out of memory: the experiment describes more than this machine can hold (fewer layers, "
                "nodes or devices); results written so far are kept\n", stderr);

@@ -1117,3 +1117,75 @@ TEST_F(CliTest, PluginsListsLibrariesComponentsAndParameters) {
 
 }  // namespace
 }  // namespace testbed
+
+namespace testbed {
+namespace {
+
+// `testbed export-chakra` writes a simulated run's schedule as Chakra traces;
+// `testbed import-chakra` checks them and writes an experiment that simulates them, which
+// gives the run's iteration time again.
+TEST_F(CliTest, ExportedChakraTracesSimulateToTheRunsTime) {
+  const std::string file = Experiment("pipe", R"([experiment]
+name = "pipe"
+backend = "sim"
+output = "{OUT}"
+[cluster]
+preset = "dgx-a100"
+[model]
+name = "tiny-gpt"
+layers = 8
+hidden = 512
+heads = 8
+seq_len = 256
+vocab = 1000
+[parallel]
+tp = 2
+pp = 2
+dp = 2
+[train]
+micro_batch = 1
+micro_batches = 4
+[[arm]]
+name = "1f1b"
+scheduler = "1f1b"
+)");
+  CliResult run = Cli({"run", file, "-q"}, TESTBED_REAL_PLUGIN_DIR);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const std::string traces = (dir_ / "traces").string();
+  CliResult ex = Cli({"export-chakra", Out("pipe"), "--run", "1f1b", "-o", traces}, TESTBED_REAL_PLUGIN_DIR);
+  ASSERT_EQ(ex.code, 0) << ex.err;
+  EXPECT_NE(ex.out.find("as 8 rank traces"), std::string::npos) << ex.out;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "traces" / "1f1b.7.et"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "traces" / "1f1b.comm_groups.json"));
+
+  const std::string replay = (dir_ / "replay.toml").string();
+  CliResult im = Cli({"import-chakra", traces + "/1f1b", "-o", replay, "--cluster", "dgx-a100"}, TESTBED_REAL_PLUGIN_DIR);
+  ASSERT_EQ(im.code, 0) << im.err;
+  EXPECT_NE(im.out.find("8 ranks"), std::string::npos) << im.out;
+  EXPECT_EQ(im.out.find("not modelled"), std::string::npos) << im.out;
+  CliResult again = Cli({"run", replay, "-q", "-o", Out("replay")}, TESTBED_REAL_PLUGIN_DIR);
+  ASSERT_EQ(again.code, 0) << again.out << again.err;
+
+  auto a = ResultsFile::Read(Out("pipe"), false);
+  auto b = ResultsFile::Read(Out("replay"), false);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(b->runs.size(), 1u);
+  ASSERT_EQ(b->runs[0].status, "ok") << b->runs[0].error;
+  const double ta = Metrics(a->runs[0])["iteration_time_s"];
+  const double tb = Metrics(b->runs[0])["iteration_time_s"];
+  EXPECT_GT(ta, 0);
+  EXPECT_NEAR(tb, ta, ta * 1e-12);
+  EXPECT_EQ(Metrics(b->runs[0])["tasks"], Metrics(a->runs[0])["tasks"]);
+
+  // A run that is not there, and a file that is not a trace.
+  CliResult missing = Cli({"export-chakra", Out("pipe"), "--run", "nosuch", "-o", traces}, TESTBED_REAL_PLUGIN_DIR);
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.err.find("no run 'nosuch' (runs: 1f1b)"), std::string::npos) << missing.err;
+  testing::WriteFile(dir_ / "text.0.et", "DATA\n1\n");
+  CliResult foreign = Cli({"import-chakra", (dir_ / "text").string()}, TESTBED_REAL_PLUGIN_DIR);
+  EXPECT_EQ(foreign.code, 1);
+  EXPECT_NE(foreign.err.find("text.0.et: not a Chakra trace"), std::string::npos) << foreign.err;
+}
+
+}  // namespace
+}  // namespace testbed

@@ -237,7 +237,17 @@ absl::StatusOr<ResolvedRun> ResolveRun(const RunSpec& spec, const Registry& regi
   if (const toml::node* c = doc.Get({"cluster", "preset"}); c && c->is_string()) {
     run.recorded.emplace_back("cluster.preset", c->as_string()->get());
   }
-  if (backend.needs_model) {
+  // A traced workload stands for the model.
+  std::string workload_key;
+  for (const std::string& key : backend.workload_keys) {
+    const toml::node* w = doc.Get({"workload", key});
+    if (w != nullptr && w->is_string() && !w->as_string()->get().empty()) workload_key = key;
+  }
+  if (!workload_key.empty() && doc.Get({"model"}) != nullptr) {
+    errors.Add(doc.Where({"model"}), absl::StrCat("[model] and [workload] ", workload_key,
+                                                  " both describe the job: keep one"));
+  }
+  if (backend.needs_model && workload_key.empty()) {
     run.model = ResolveModel(doc, {"model"}, presets, errors);
     if (run.model) {
       const ModelShape& m = run.model->shape;

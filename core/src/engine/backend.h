@@ -28,6 +28,9 @@ struct BackendInfo {
   std::string default_metric;  // main metric when [experiment] metric is not given
   bool needs_model = true;
   bool needs_cluster = true;
+  // Keys of the backend's [workload] section that replace the model (a traced job): a run
+  // that sets one needs no [model], and may not have one.
+  std::vector<std::string> workload_keys;
   std::vector<KindUse> kinds;
   std::map<std::string, std::vector<ParamSpec>> sections;  // extra root sections it reads
 };

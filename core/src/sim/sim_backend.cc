@@ -14,6 +14,8 @@
 #include "engine/stage_costs.h"
 #include "memory_budget.h"
 #include "sim/sim_report.h"
+#include "sim/task_costs.h"
+#include "sim/workload_run.h"
 #include "testbed/status_macros.h"
 
 namespace testbed {
@@ -87,22 +89,23 @@ const BackendInfo& SimBackend::Info() {
         ParamSpec::Double("embedding_density", 0.0).Range(0, 1)
             .Doc("share of the embedding gradient's rows that are non-zero (0: expected unique tokens of a replica's batch)"),
     };
+    b.sections["workload"] = WorkloadSchema();
+    b.workload_keys = WorkloadKeys();
     return b;
   }();
   return info;
 }
 
-absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry& registry,
-                                          const RunControl& control) {
+absl::StatusOr<std::unique_ptr<SimRun>> PrepareSimRun(const ResolvedRun& run, const Registry& registry,
+                                                      const RunControl& control) {
+  auto made = std::make_unique<SimRun>();
+  SimRun& p = *made;
   auto make = [&](ComponentKind kind) -> const ComponentChoice& { return *run.Component(kind); };
-  TESTBED_ASSIGN_OR_RETURN(auto device_model, registry.Create<DeviceModel>(make(ComponentKind::kDeviceModel).name,
-                                                                          make(ComponentKind::kDeviceModel).params));
-  TESTBED_ASSIGN_OR_RETURN(auto collective, registry.Create<Collective>(make(ComponentKind::kCollective).name,
-                                                                        make(ComponentKind::kCollective).params));
-  TESTBED_ASSIGN_OR_RETURN(auto scheduler, registry.Create<Scheduler>(make(ComponentKind::kScheduler).name,
-                                                                      make(ComponentKind::kScheduler).params));
-
-  SimSettings settings;
+  TESTBED_ASSIGN_OR_RETURN(p.device_model, registry.Create<DeviceModel>(make(ComponentKind::kDeviceModel).name,
+                                                                        make(ComponentKind::kDeviceModel).params));
+  TESTBED_ASSIGN_OR_RETURN(p.collective, registry.Create<Collective>(make(ComponentKind::kCollective).name,
+                                                                     make(ComponentKind::kCollective).params));
+  SimSettings& settings = p.settings;
   ParamReader read_sim(run.sections.at("sim"), "[sim]");
   settings.enforce_memory = read_sim.Get<bool>("enforce_memory");
   settings.memory_reserve_bytes = read_sim.Get<double>("memory_reserve_gib") * kGiB;
@@ -116,12 +119,13 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
   const std::string compress = read_sim.Get<std::string>("compress");
   double density = read_sim.Get<double>("embedding_density");
   TESTBED_RETURN_IF_ERROR(read_sim.status());
-  std::shared_ptr<Compressor> compressor;
-  GradientCompression compression;
+  if (run.model == nullptr) return made;  // a traced workload: no model, plan or scheduler
+  TESTBED_ASSIGN_OR_RETURN(p.scheduler, registry.Create<Scheduler>(make(ComponentKind::kScheduler).name,
+                                                                   make(ComponentKind::kScheduler).params));
   if (const ComponentChoice* c = run.Component(ComponentKind::kCompressor)) {
-    TESTBED_ASSIGN_OR_RETURN(compressor, registry.Create<Compressor>(c->name, c->params));
-    compression.compressor = compressor.get();
-    compression.embedding_only = compress == "embedding";
+    TESTBED_ASSIGN_OR_RETURN(p.compressor, registry.Create<Compressor>(c->name, c->params));
+    p.compression.compressor = p.compressor.get();
+    p.compression.embedding_only = compress == "embedding";
     if (density <= 0) {
       // Distinct tokens among a replica's tokens drawn uniformly from the vocabulary:
       // V (1 - (1 - 1/V)^N), an upper bound for natural text (Zipf repeats more).
@@ -132,25 +136,31 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
                        static_cast<double>(run.model->shape.seq_len) / dp;
       density = std::clamp(1.0 - std::pow(1.0 - 1.0 / v, n), 1e-6, 1.0);
     }
-    compression.embedding_density = density;
-    settings.compression = &compression;
+    p.compression.embedding_density = density;
+    settings.compression = &p.compression;
   }
-
-  StepInputs inputs;
-  settings.inputs = &inputs;
-  PlanningContext ctx{*run.model, *run.cluster, run.train, run.parallel, *device_model, run.seed, {}};
+  settings.inputs = &p.inputs;
+  PlanningContext ctx{*run.model, *run.cluster, run.train, run.parallel, *p.device_model, run.seed, {}};
   SimSettings quiet = settings;
   quiet.check_schedule = false;
   ctx.evaluate = [&](const Plan& candidate) -> absl::StatusOr<MetricSet> {
-    TESTBED_ASSIGN_OR_RETURN(RunOutput o, SimulatePlan(candidate, *run.model, *run.cluster, run.train, *device_model,
-                                                       *collective, *scheduler, quiet, false));
+    TESTBED_ASSIGN_OR_RETURN(RunOutput o, SimulatePlan(candidate, *run.model, *run.cluster, run.train, *p.device_model,
+                                                       *p.collective, *p.scheduler, quiet, false));
     return o.metrics;
   };
-  TESTBED_ASSIGN_OR_RETURN(PlanningOutcome planned, RunPlanningChain(run, registry, ctx, inputs));
-  TESTBED_ASSIGN_OR_RETURN(RunOutput out, SimulatePlan(planned.plan, *run.model, *run.cluster, run.train, *device_model,
-                                                       *collective, *scheduler, settings, true));
-  out.metrics.Merge(planned.metrics);
-  out.metrics.Merge(planned.plan.planner_metrics);
+  TESTBED_ASSIGN_OR_RETURN(p.planned, RunPlanningChain(run, registry, ctx, p.inputs));
+  return made;
+}
+
+absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry& registry,
+                                          const RunControl& control) {
+  TESTBED_ASSIGN_OR_RETURN(std::unique_ptr<SimRun> p, PrepareSimRun(run, registry, control));
+  if (run.model == nullptr) return SimulateWorkload(run, *p);
+  TESTBED_ASSIGN_OR_RETURN(RunOutput out, SimulatePlan(p->planned.plan, *run.model, *run.cluster, run.train,
+                                                       *p->device_model, *p->collective, *p->scheduler, p->settings,
+                                                       true));
+  out.metrics.Merge(p->planned.metrics);
+  out.metrics.Merge(p->planned.plan.planner_metrics);
   // A load balancer's cost model against the simulation of its placements (Pro-Prophet's
   // "cost model error"): its mean predicted MoE layer time over the simulated one.
   const Metric* predicted = out.metrics.Find("balancer_predicted_layer_s");
@@ -159,7 +169,30 @@ absl::StatusOr<RunOutput> SimBackend::Run(const ResolvedRun& run, const Registry
     out.metrics.Add("balancer_cost_model_error", std::abs(predicted->value - simulated->value) / simulated->value, "1",
                     Better::kLower);
   }
-  for (const Table& t : planned.plan.planner_tables) out.tables.push_back(t);
+  for (const Table& t : p->planned.plan.planner_tables) out.tables.push_back(t);
+  return out;
+}
+
+absl::StatusOr<RunSchedule> BuildRunSchedule(const ResolvedRun& run, const Registry& registry) {
+  TESTBED_ASSIGN_OR_RETURN(std::unique_ptr<SimRun> p, PrepareSimRun(run, registry, RunControl{}));
+  RunSchedule out;
+  static const ModelGraph kNoModel;
+  const ModelGraph& model = run.model != nullptr ? *run.model : kNoModel;
+  if (run.model == nullptr) {
+    TESTBED_ASSIGN_OR_RETURN(chakra::ImportedWorkload w, LoadWorkload(run));
+    out.schedule = std::move(w.schedule);
+  } else {
+    const Plan& plan = p->planned.plan;
+    SchedulingContext sctx{model, *run.cluster, plan, run.train, *p->device_model, p->settings.compression,
+                           p->settings.inputs, static_cast<int>(std::max<std::int64_t>(1, run.train.steps))};
+    absl::StatusOr<Schedule> schedule = CallPlugin("scheduler", "", [&] { return p->scheduler->BuildSchedule(sctx); });
+    if (!schedule.ok()) return schedule.status();
+    out.schedule = *std::move(schedule);
+  }
+  sim::TaskCosts costs;
+  TESTBED_RETURN_IF_ERROR(costs.Prepare(out.schedule, model, *run.cluster, *p->device_model, *p->collective,
+                                        p->settings.free_communication));
+  out.durations = std::move(costs.duration);
   return out;
 }
 

@@ -5,8 +5,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "engine/backend.h"
+#include "engine/planning_chain.h"
+#include "testbed/compressor.h"
+#include "testbed/step_inputs.h"
 #include "sim/simulator.h"
 #include "testbed/collective.h"
 #include "testbed/device_model.h"
@@ -34,6 +39,29 @@ struct SimSettings {
                                                      const TrainSettings& train, DeviceModel& device_model,
                                                      Collective& collective, Scheduler& scheduler,
                                                      const SimSettings& settings, bool with_tables);
+
+// A sim run's components and settings, and its plan after the planning chain (no scheduler
+// and no plan for a traced workload, a run without a model).
+struct SimRun {
+  std::shared_ptr<DeviceModel> device_model;
+  std::shared_ptr<Collective> collective;
+  std::shared_ptr<Scheduler> scheduler;
+  std::shared_ptr<Compressor> compressor;
+  GradientCompression compression;
+  StepInputs inputs;
+  SimSettings settings;
+  PlanningOutcome planned;
+};
+[[nodiscard]] absl::StatusOr<std::unique_ptr<SimRun>> PrepareSimRun(const ResolvedRun& run, const Registry& registry,
+                                                                    const RunControl& control);
+
+// The schedule a sim run simulates, and the seconds of each of its compute and kernel tasks
+// (the device model's): what `testbed export-chakra` writes.
+struct RunSchedule {
+  Schedule schedule;
+  std::vector<double> durations;
+};
+[[nodiscard]] absl::StatusOr<RunSchedule> BuildRunSchedule(const ResolvedRun& run, const Registry& registry);
 
 class SimBackend final : public Backend {
  public:
