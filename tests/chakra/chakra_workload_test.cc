@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "chakra/astra_text.h"
 #include "chakra/et_io.h"
 #include "chakra/import.h"
 #include "experiment_runs.h"
@@ -116,6 +117,9 @@ TEST_F(ChakraWorkload, ComputeChainTakesTheSumOfItsDurations) {
   EXPECT_EQ(MetricOf(*out, "tasks"), 4);
   EXPECT_EQ(MetricOf(*out, "workload_ranks"), 1);
   EXPECT_EQ(MetricOf(*out, "mfu"), -1);  // no model: nothing to count FLOPs of
+  // The usual tables, the timeline among them.
+  EXPECT_EQ(ColumnOf<double>(*out, "timeline", "start_s").size(), 4u);
+  EXPECT_FALSE(ColumnOf<std::int64_t>(*out, "per_device", "device").empty());
 }
 
 TEST_F(ChakraWorkload, AllReduceOverACommunicatorGroup) {
@@ -228,6 +232,61 @@ TEST_F(ChakraWorkload, AstraTextDataParallelWorkload) {
   out = SimulateToml("astra_text = \"bad.txt\"\n", 4);
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("bad.txt:3: 4 fields, a layer has 12"), std::string::npos) << out.status();
+}
+
+// MODEL, 2 layers of 1 ms per pass, an all-reduce of S after each forward and after layer
+// 2's input gradient, on 4 ranks: fwd1, a, fwd2, a, ig2, then wg2 beside the input
+// gradient's all-reduce (a < 1 ms), ig1, wg1: 6 ms + 2a.
+TEST_F(ChakraWorkload, AstraTextModelParallelWorkload) {
+  constexpr std::int64_t kS = 8 << 20;
+  std::string text = "MODEL\n2\n";
+  for (int l = 1; l <= 2; ++l) {
+    absl::StrAppend(&text, "layer", l, " -1 1000000 ALLREDUCE ", kS, " 1000000 ALLREDUCE ", kS, " 1000000 NONE 0 10\n");
+  }
+  WriteFile(dir_ / "model.txt", text);
+  auto out = SimulateToml("astra_text = \"model.txt\"\n", 4);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const double a = RingAllReduce(4, kS);
+  ASSERT_LT(a, 1e-3);
+  EXPECT_NEAR(MetricOf(*out, "iteration_time_s"), 6e-3 + 2 * a, 1e-12);
+}
+
+// HYBRID_TRANSFORMER with model-parallel groups of 2 on 4 ranks: forward and input-gradient
+// communication inside {0,1} and {2,3}, weight gradients over {0,2} and {1,3}.
+TEST(AstraText, HybridGroupsAndStructure) {
+  const std::string text =
+      "HYBRID_TRANSFORMER\tmodel_parallel_NPU_group: 2\n2\n"
+      "a\t-1\t10\tALLREDUCE\t64\t20\tALLREDUCE\t64\t30\tALLREDUCE\t128\t1\n"
+      "b\t-1\t10\tNONE\t0\t20\tALLGATHER\t64\t30\tREDUCESCATTER\t128\t1\n";
+  chakra::TextWorkloadOptions opt;
+  opt.ranks = 4;
+  opt.passes = 2;
+  auto set = chakra::ConvertTextWorkloadString(text, "hybrid.txt", opt);
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->ranks.size(), 4u);
+  const std::vector<std::pair<std::string, std::vector<int>>> groups = {
+      {"mp0", {0, 1}}, {"mp1", {2, 3}}, {"dp0", {0, 2}}, {"dp1", {1, 3}}};
+  EXPECT_EQ(set->comm_groups, groups);
+  // Per pass: 2 forwards + a's forward all-reduce (b has none); b: input gradient, its
+  // all-gather, weight gradient, its reduce-scatter; a: input gradient (no communication for
+  // the first layer's), weight gradient, its all-reduce.
+  EXPECT_EQ(set->ranks[3].nodes.size(), 2u * (3 + 4 + 3));
+  int mp = 0, dp = 0;
+  for (const Node& n : set->ranks[3].nodes) {
+    const Attr* g = n.Find("pg_name");
+    if (g == nullptr) continue;
+    mp += *g->AsString() == "mp1";
+    dp += *g->AsString() == "dp1";
+  }
+  EXPECT_EQ(mp, 2 * 2);
+  EXPECT_EQ(dp, 2 * 2);
+  auto imported = chakra::ImportTraceSet(*set, "hybrid.txt");
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_TRUE(imported->schedule.Check().ok());
+  // HYBRID_DLRM is refused by name.
+  auto dlrm = chakra::ConvertTextWorkloadString("HYBRID_DLRM 1\n1\n", "dlrm.txt", opt);
+  ASSERT_FALSE(dlrm.ok());
+  EXPECT_NE(dlrm.status().message().find("dlrm.txt:1: parallelism 'HYBRID_DLRM' is not supported"), std::string::npos);
 }
 
 TEST_F(ChakraWorkload, WorkloadAndModelTogetherAreRefused) {
