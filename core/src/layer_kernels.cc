@@ -49,7 +49,31 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       b.Memory("embedding_gather", tokens * h, 2);
       b.Memory("embedding_dropout", sp_tokens * h, 3);
       break;
-    case LayerKind::kAttention:
+    case LayerKind::kAttention: {
+      // Key/value columns per tensor-parallel rank (grouped-query attention: kv heads).
+      const double kv_h = head_dim * static_cast<double>(l.kv_heads > 0 ? l.kv_heads : l.heads);
+      if (l.flash_attention) {
+        // FlashAttention (Dao 2023): scores, softmax and the weighted values in one kernel
+        // over tiles in on-chip memory; the s x s scores never reach device memory. Forward:
+        // the two products' FLOPs, reading Q, K and V and writing O. Backward recomputes the
+        // scores and forms dV, dP, dQ and dK: 2.5 x the forward FLOPs (five products for two),
+        // reading Q, K, V, O and dO and writing dQ, dK and dV. Causal: the tiles above the
+        // diagonal are skipped, half the products (the model's FLOPs still count them all, as
+        // MFU conventions do).
+        const double core_flops = (l.causal ? 2.0 : 4.0) * samples * heads * s * s * head_dim;
+        const double qkvo = b.elem * tokens * (2 * h + 2 * kv_h) / t;
+        b.Memory("layernorm", sp_tokens * h, 2);
+        b.Gemm("qkv", tokens, (h + 2 * kv_h) / t, h);
+        if (!b.backward) {
+          b.out.push_back(Kernel{"flash_attention", KernelKind::kBatchedGemm, core_flops, qkvo});
+        } else {
+          b.out.push_back(Kernel{"flash_attention_backward", KernelKind::kBatchedGemm, 2.5 * core_flops,
+                                 qkvo + b.elem * tokens * (2 * h + 2 * kv_h) / t});
+        }
+        b.Gemm("projection", tokens, h, h / t);
+        b.Memory("bias_dropout_residual", sp_tokens * h, 4);
+        break;
+      }
       if (b.backward && work.selective_recompute) {
         // Korthikanti et al. 2022: recompute the attention core before its backward.
         b.backward = false;
@@ -60,7 +84,7 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
         b.backward = true;
       }
       b.Memory("layernorm", sp_tokens * h, 2);
-      b.Gemm("qkv", tokens, 3 * h / t, h);
+      b.Gemm("qkv", tokens, (h + 2 * kv_h) / t, h);
       b.Gemm("scores", s, s, head_dim, KernelKind::kBatchedGemm, samples * heads);
       b.Memory("softmax", samples * heads * s * s, 2);
       b.Memory("attention_dropout", samples * heads * s * s, 2.5);
@@ -68,8 +92,17 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       b.Gemm("projection", tokens, h, h / t);
       b.Memory("bias_dropout_residual", sp_tokens * h, 4);
       break;
+    }
     case LayerKind::kMlp:
       b.Memory("layernorm", sp_tokens * h, 2);
+      if (l.swiglu) {
+        // Gate and up projections as one GEMM of 2f columns, SiLU(gate) x up, down.
+        b.Gemm("fc1_gate_up", tokens, 2 * f / t, h);
+        b.Memory("swiglu", tokens * f / t, 3);
+        b.Gemm("fc2", tokens, h, f / t);
+        b.Memory("bias_dropout_residual", sp_tokens * h, 4);
+        break;
+      }
       b.Gemm("fc1", tokens, f / t, h);
       b.Memory("bias_gelu", tokens * f / t, 2);
       b.Gemm("fc2", tokens, h, f / t);

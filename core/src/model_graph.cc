@@ -115,6 +115,16 @@ absl::Status CheckShape(const ModelShape& s) {
   if (s.heads < 1 || s.hidden % s.heads != 0) {
     return bad(absl::StrCat("hidden (", s.hidden, ") must be a positive multiple of heads (", s.heads, ")"));
   }
+  if (s.kv_heads < 0 || (s.kv_heads > 0 && s.heads % s.kv_heads != 0)) {
+    return bad(absl::StrCat("kv_heads (", s.kv_heads, ") must divide heads (", s.heads, "); 0 means heads"));
+  }
+  if (s.ffn != "gelu" && s.ffn != "swiglu") return bad(absl::StrCat("ffn '", s.ffn, "' is not gelu or swiglu"));
+  if (s.attention != "standard" && s.attention != "flash") {
+    return bad(absl::StrCat("attention '", s.attention, "' is not standard or flash"));
+  }
+  if (s.positions != "learned" && s.positions != "rope") {
+    return bad(absl::StrCat("positions '", s.positions, "' is not learned or rope"));
+  }
   if (s.seq_len < 1) return bad("seq_len must be >= 1");
   if (s.vocab < 1) return bad("vocab must be >= 1");
   if (s.ffn_hidden < 0) return bad("ffn_hidden must be >= 0 (0: 4 x hidden)");
@@ -306,6 +316,10 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
   g.shape.ffn_hidden = f;
   const bool causal = shape.family != "bert";
   const double hd = static_cast<double>(h), sd = static_cast<double>(s), fd = static_cast<double>(f);
+  // Grouped-query attention: K and V have kv heads of h / a each, kv_h = h kv / a columns.
+  const std::int64_t kv = shape.kv_heads > 0 ? shape.kv_heads : a;
+  const std::int64_t kv_h = h / a * kv;
+  g.shape.kv_heads = kv;
 
   auto base = [&](std::string name, LayerKind kind, std::int64_t block) {
     Layer l;
@@ -317,6 +331,7 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
     l.heads = a;
     l.seq_len = s;
     l.vocab = v;
+    l.kv_heads = kv;
     l.causal = causal;
     l.output_bytes_per_sample = 2 * s * h;  // fp16 hidden states handed to the next layer
     return l;
@@ -325,7 +340,7 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
   // Token and position embeddings (lookups: no matrix FLOPs). Megatron's vocab-parallel
   // embedding all-reduces its output in forward; its input needs no gradient.
   Layer emb = base("embedding", LayerKind::kEmbedding, -1);
-  emb.params = v * h + s * h;
+  emb.params = v * h + (shape.positions == "rope" ? 0 : s * h);  // rotary positions have no table
   emb.activation_bytes_per_sample = s * h;  // dropout mask, one byte per element
   emb.activation_replicated_bytes_per_sample = s * h;
   emb.tp_fwd_allreduce_bytes_per_sample = 2 * s * h;
@@ -333,14 +348,22 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
 
   for (std::int64_t b = 0; b < shape.layers; ++b) {
     // Attention block: LayerNorm, QKV projection, scores, softmax, weighted values,
-    // output projection. Matrix FLOPs per sequence: 2·s·h·3h + 2·s²·h + 2·s²·h + 2·s·h·h.
+    // output projection. Matrix FLOPs per sequence: 2·s·h·(h + 2 kv_h) + 2·s²·h + 2·s²·h +
+    // 2·s·h·h (2·s·h·3h for the QKV projection with as many key/value heads as heads).
     Layer att = base(absl::StrCat("block", b, ".attention"), LayerKind::kAttention, b);
-    att.fwd_flops_per_sample = 8.0 * sd * hd * hd + 4.0 * sd * sd * hd;
+    att.flash_attention = shape.attention == "flash";
+    const double qkvo = static_cast<double>(2 * h + 2 * kv_h);  // columns of Q, K, V and O
+    att.fwd_flops_per_sample = 2.0 * sd * hd * qkvo + 4.0 * sd * sd * hd;
     att.bwd_flops_per_sample = 2.0 * att.fwd_flops_per_sample;
-    att.params = 4 * h * h + 4 * h + 2 * h;
+    att.params = 2 * h * h + 2 * h * kv_h + 2 * h + 2 * kv_h + 2 * h;
     // Korthikanti et al. 2022, Sec. 4.1: 11sh + 5as² for attention, 2sh for its LayerNorm.
-    att.activation_score_bytes_per_sample = 5 * a * s * s;
-    att.activation_bytes_per_sample = 13 * s * h + att.activation_score_bytes_per_sample;
+    // The 11sh: the QKV input 2sh, Q 2sh, K and V 2sh each (2 s kv_h under GQA), the
+    // projection's input 2sh, its dropout mask sh. The 5as²: softmax output 2as², its dropout
+    // mask as², the dropped-out scores 2as²; FlashAttention keeps none of them, only the
+    // softmax's log-sum-exp (fp32, 4as) and recomputes the scores in backward.
+    att.activation_score_bytes_per_sample = att.flash_attention ? 0 : 5 * a * s * s;
+    att.activation_bytes_per_sample = 9 * s * h + 4 * s * kv_h + att.activation_score_bytes_per_sample +
+                                      (att.flash_attention ? 4 * a * s : 0);
     // Not split by TP: LayerNorm input 2sh, QKV input 2sh, output dropout mask sh.
     att.activation_replicated_bytes_per_sample = 5 * s * h;
     att.tp_fwd_allreduce_bytes_per_sample = 2 * s * h;  // after the row-parallel projection
@@ -361,14 +384,17 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
       moe.activation_replicated_bytes_per_sample = 4 * s * h;
       g.layers.push_back(moe);
     } else {
-      // MLP block: LayerNorm, h -> f, GeLU, f -> h. Matrix FLOPs 2·2·s·h·f.
+      // MLP block: LayerNorm, h -> f, GeLU, f -> h. Matrix FLOPs 2·2·s·h·f. SwiGLU: gate and
+      // up h -> f, SiLU(gate) x up, down f -> h: 3·2·s·h·f.
       Layer mlp = base(absl::StrCat("block", b, ".mlp"), LayerKind::kMlp, b);
-      mlp.fwd_flops_per_sample = 4.0 * sd * hd * fd;
+      mlp.swiglu = shape.ffn == "swiglu";
+      mlp.fwd_flops_per_sample = (mlp.swiglu ? 6.0 : 4.0) * sd * hd * fd;
       mlp.bwd_flops_per_sample = 2.0 * mlp.fwd_flops_per_sample;
-      mlp.params = 2 * h * f + f + h + 2 * h;
+      mlp.params = mlp.swiglu ? 3 * h * f + 2 * f + h + 2 * h : 2 * h * f + f + h + 2 * h;
       // Korthikanti: 19sh for f = 4h (2sh input, 8sh GeLU in, 8sh GeLU out, sh mask) + 2sh
-      // LayerNorm; in general 5sh + 4sf.
-      mlp.activation_bytes_per_sample = 5 * s * h + 4 * s * f;
+      // LayerNorm; in general 5sh + 4sf. SwiGLU keeps the gate's and up's outputs and their
+      // product (the down projection's input): 5sh + 6sf.
+      mlp.activation_bytes_per_sample = 5 * s * h + (mlp.swiglu ? 6 : 4) * s * f;
       mlp.activation_replicated_bytes_per_sample = 5 * s * h;  // LayerNorm, fc1 input, dropout mask
       mlp.tp_fwd_allreduce_bytes_per_sample = 2 * s * h;
       mlp.tp_bwd_allreduce_bytes_per_sample = 2 * s * h;

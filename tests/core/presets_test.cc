@@ -293,7 +293,12 @@ TEST(PresetsTest, DenseModelsMatchClosedForms) {
     auto m = ModelPreset(name);
     ASSERT_TRUE(m.ok()) << name;
     const ModelGraph& g = **m;
-    if (g.shape.experts > 0) continue;
+    // The classic GPT / BERT block only (no MoE, GQA, SwiGLU, FlashAttention or rotary
+    // positions: tests/sim/llm_features_test.cc has those).
+    if (g.shape.experts > 0 || g.shape.kv_heads != g.shape.heads || g.shape.ffn != "gelu" ||
+        g.shape.attention != "standard" || g.shape.positions != "learned") {
+      continue;
+    }
     const double L = g.shape.layers, h = g.shape.hidden, s = g.shape.seq_len, V = g.shape.vocab;
     EXPECT_EQ(g.shape.ffn_hidden, g.shape.hidden * 4) << name;
     // BERT's masked-LM head adds a transform before the logits: an h x h dense layer with
@@ -313,6 +318,19 @@ TEST(PresetsTest, DenseModelsMatchClosedForms) {
     ++checked;
   }
   EXPECT_GE(checked, 16);
+}
+
+// Llama 3 (Llama Team 2024): about 8.03 B, 70.6 B and 405.9 B parameters; ours counts the
+// biases and LayerNorm vectors of our layers too (a few per layer).
+TEST(PresetsTest, Llama3PresetsHaveTheirPublishedSizes) {
+  for (auto [name, published] : {std::pair{"llama3-8b", 8.03e9}, {"llama3-70b", 70.6e9}, {"llama3-405b", 405.9e9}}) {
+    auto m = ModelPreset(name);
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status();
+    const ModelGraph& g = **m;
+    EXPECT_NEAR(static_cast<double>(g.TotalParams()) / published, 1.0, 0.003) << name << ": " << g.TotalParams();
+    EXPECT_EQ(g.shape.kv_heads, 8) << name;
+    EXPECT_EQ(g.layers[1].activation_score_bytes_per_sample, 0) << name;  // FlashAttention
+  }
 }
 
 TEST(PresetsTest, BertLargeHasItsPublishedSize) {

@@ -55,6 +55,14 @@ struct ModelShape {
   std::int64_t experts = 0;  // MoE: experts per MoE layer (0: dense model)
   std::int64_t top_k = 1;    // MoE: experts each token is routed to
   bool tied_embeddings = true;
+  // Transformers of today (Llama 3): grouped-query attention with kv_heads key/value heads
+  // (0: heads, multi-head; 1: multi-query), SwiGLU FFNs (three matrices: gate, up, down),
+  // FlashAttention (no s^2 scores kept, one fused kernel, scores recomputed in backward) and
+  // rotary positions (no position embedding).
+  std::int64_t kv_heads = 0;
+  std::string ffn = "gelu";             // "gelu" | "swiglu"
+  std::string attention = "standard";   // "standard" | "flash"
+  std::string positions = "learned";    // "learned" | "rope"
   std::int64_t inputs = 0;      // mlp: input features; cnn: channels * image_size^2 (0: derived)
   std::int64_t channels = 1;    // cnn: input channels (1 for grey-scale images)
   std::int64_t image_size = 0;  // cnn: input rows = columns, in pixels
@@ -77,6 +85,9 @@ struct Layer {
   LayerKind kind = LayerKind::kAttention;
   std::int64_t block = -1;  // transformer block index (cnn: layer index); -1 for embedding and head
   std::int64_t hidden = 0, ffn_hidden = 0, heads = 0, seq_len = 0, vocab = 0, experts = 0, top_k = 1;
+  std::int64_t kv_heads = 0;    // attention: key/value heads (grouped-query attention); = heads for MHA
+  bool swiglu = false;          // mlp: gate, up and down matrices with SiLU (else fc1, GeLU, fc2)
+  bool flash_attention = false; // attention: FlashAttention (fused, no s^2 activations)
   bool causal = true;
   double fwd_flops_per_sample = 0.0;  // matrix-multiply FLOPs, forward
   double bwd_flops_per_sample = 0.0;  // backward (input and weight gradients): 2 x forward

@@ -31,6 +31,15 @@ const std::vector<ParamSpec>& ModelSchema() {
       ParamSpec::Int("experts", 0).Range(0, 1 << 20).Unit("experts").Doc("experts per MoE layer (0: dense)"),
       ParamSpec::Int("top_k", 1).Range(1, 1 << 20).Unit("experts").Doc("experts each token is routed to"),
       ParamSpec::Bool("tied_embeddings", true).Doc("output head shares the embedding matrix"),
+      ParamSpec::Int("kv_heads", 0).Range(0, 1 << 20).Unit("heads")
+          .Doc("key/value heads of grouped-query attention (dividing heads; 1: multi-query; 0: heads, multi-head)"),
+      ParamSpec::Choice("ffn", "gelu", {"gelu", "swiglu"})
+          .Doc("FFN: fc1, GeLU, fc2 (gelu) or gate and up projections, SiLU(gate) x up, down projection (swiglu)"),
+      ParamSpec::Choice("attention", "standard", {"standard", "flash"})
+          .Doc("attention implementation: standard (s^2 scores kept for backward) or flash (FlashAttention: fused, "
+               "no s^2 activations, scores recomputed in backward)"),
+      ParamSpec::Choice("positions", "learned", {"learned", "rope"})
+          .Doc("position encoding: a learned table of seq_len x hidden, or rotary (no parameters)"),
       ParamSpec::Int("inputs", 0).Range(0, 1 << 30).Unit("features")
           .Doc("mlp: input features; gnn: features per vertex; cnn: channels x image_size^2 (derived when left out)"),
       ParamSpec::Int("channels", 1).Range(1, 1 << 16).Unit("channels").Doc("cnn: input image channels (1: grey-scale)"),
@@ -244,6 +253,10 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   shape.experts = Declared<std::int64_t>(p, "experts", errors);
   shape.top_k = Declared<std::int64_t>(p, "top_k", errors);
   shape.tied_embeddings = Declared<bool>(p, "tied_embeddings", errors);
+  shape.kv_heads = Declared<std::int64_t>(p, "kv_heads", errors);
+  shape.ffn = Declared<std::string>(p, "ffn", errors);
+  shape.attention = Declared<std::string>(p, "attention", errors);
+  shape.positions = Declared<std::string>(p, "positions", errors);
   shape.inputs = Declared<std::int64_t>(p, "inputs", errors);
   shape.channels = Declared<std::int64_t>(p, "channels", errors);
   shape.image_size = Declared<std::int64_t>(p, "image_size", errors);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <tuple>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -205,6 +206,20 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     TESTBED_ASSIGN_OR_RETURN(path, FindData(dataset == "text" ? "text/gpl-3.0.txt" : "digits/digits.csv.gz"));
   }
   ModelShape shape = run.model->shape;
+  // The training engine's transformer is multi-head with a GeLU FFN, standard attention and
+  // learned positions; the newer features are modelled by the simulator only.
+  for (auto [key, value, supported] : {std::tuple<const char*, std::string, std::string>{"ffn", shape.ffn, "gelu"},
+                                       {"attention", shape.attention, "standard"},
+                                       {"positions", shape.positions, "learned"}}) {
+    if (value != supported) {
+      return absl::UnimplementedError(absl::StrCat("[model] ", key, " = \"", value, "\": real training runs ", key,
+                                                   " = \"", supported, "\" only (the simulator models the others)"));
+    }
+  }
+  if (shape.kv_heads != 0 && shape.kv_heads != shape.heads) {
+    return absl::UnimplementedError(absl::StrCat("[model] kv_heads = ", shape.kv_heads,
+                                                 ": real training runs multi-head attention only (kv_heads = heads)"));
+  }
   std::optional<train::CharCorpus> corpus;
   std::optional<std::pair<train::LabeledData, train::LabeledData>> labeled;
   exec::BatchSource source;
