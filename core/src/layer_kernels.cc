@@ -67,8 +67,7 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
         if (!b.backward) {
           b.out.push_back(Kernel{"flash_attention", KernelKind::kBatchedGemm, core_flops, qkvo});
         } else {
-          b.out.push_back(Kernel{"flash_attention_backward", KernelKind::kBatchedGemm, 2.5 * core_flops,
-                                 qkvo + b.elem * tokens * (2 * h + 2 * kv_h) / t});
+          b.out.push_back(Kernel{"flash_attention_backward", KernelKind::kBatchedGemm, 2.5 * core_flops, 2 * qkvo});
         }
         b.Gemm("projection", tokens, h, h / t);
         b.Memory("bias_dropout_residual", sp_tokens * h, 4);
