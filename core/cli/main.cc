@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   cost->add_option("--micro-batch", cost_args.micro_batch, "micro-batch size")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cost->add_option("--tp", cost_args.tp, "tensor-parallel degree")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cost->add_flag("--sequence-parallel", cost_args.sequence_parallel, "Megatron sequence parallelism");
-  cost->add_option("--precision", cost_args.precision, "fp32 | tf32 | fp16 | bf16")->capture_default_str();
+  cost->add_option("--precision", cost_args.precision, "fp32 | tf32 | fp16 | bf16 | fp8")->capture_default_str();
   cost->add_option("--device-model", cost_args.device_model, "device_model component")->capture_default_str();
   cost->add_option("--collective", cost_args.collective, "collective component")->capture_default_str();
   cost->add_flag("--json", cost_args.json, "one JSON object: attn_fwd_s, attn_bwd_s, mlp_fwd_s, mlp_bwd_s, tp_comm_s, memory_bytes");

@@ -44,7 +44,7 @@ int PrecisionBits(Precision p) noexcept { return p == Precision::kInt4 ? 4 : 8 *
 Precision PrecisionOfBits(int bits, Precision base) noexcept {
   switch (bits) {
     case 32: return base == Precision::kTf32 ? Precision::kTf32 : Precision::kFp32;
-    case 16: return base == Precision::kBf16 ? Precision::kBf16 : Precision::kFp16;
+    case 16: return base == Precision::kBf16 || base == Precision::kFp8 ? Precision::kBf16 : Precision::kFp16;
     default: break;
   }
   // Widths below 8 run on the narrowest units that hold them: 5 to 8 bits on 8-bit ones,
@@ -53,5 +53,7 @@ Precision PrecisionOfBits(int bits, Precision base) noexcept {
   if (bits >= 2 && bits <= 4) return Precision::kInt4;
   return base;
 }
+
+Precision StoragePrecision(Precision p) noexcept { return p == Precision::kFp8 ? Precision::kBf16 : p; }
 
 }  // namespace testbed

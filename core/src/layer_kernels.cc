@@ -8,22 +8,43 @@ namespace {
 struct Builder {
   std::vector<Kernel> out;
   bool backward = false;
-  double elem = 2;  // bytes per activation element
+  double elem = 2;                        // bytes per stored activation element
+  Precision arith = Precision::kFp16;     // of every kernel but FP8 linear layers
+  bool fp8 = false;                       // FP8 training: linear layers' GEMMs in FP8
 
+  void Push(Kernel k) {
+    k.precision = arith;
+    out.push_back(k);
+  }
   // C[m x n] = A[m x k] B[k x n]; backward adds dA = dC B^T and dB = A^T dC.
   void Gemm(const char* name, double m, double n, double k, KernelKind kind = KernelKind::kGemm, double batch = 1) {
     const double flops = 2.0 * m * n * k * batch;
     const double bytes = elem * (m * k + k * n + m * n) * batch;
     if (!backward) {
-      out.push_back({name, kind, flops, bytes});
+      Push({name, kind, flops, bytes});
     } else {
-      out.push_back({name, kind, flops, bytes});  // input gradient
-      out.push_back({name, kind, flops, bytes});  // weight (or second operand) gradient
+      Push({name, kind, flops, bytes});  // input gradient
+      Push({name, kind, flops, bytes});  // weight (or second operand) gradient
+    }
+  }
+  // The GEMM of a linear layer (weights times activations): FP8 operands under FP8 training.
+  void Linear(const char* name, double m, double n, double k) {
+    if (!fp8) return Gemm(name, m, n, k);
+    constexpr double kFp8Bytes = 1.0, kOut = 2.0;
+    const double flops = 2.0 * m * n * k;
+    if (!backward) {
+      Push({"fp8_cast_transpose", KernelKind::kMemory, 0.0, (elem + 2 * kFp8Bytes) * m * k});
+      out.push_back({name, KernelKind::kGemm, flops, kFp8Bytes * (m * k + k * n) + kOut * m * n, Precision::kFp8});
+    } else {
+      Push({"fp8_cast_transpose", KernelKind::kMemory, 0.0, (elem + 2 * kFp8Bytes) * m * n});
+      // dA = dC B^T (reads dC and B, writes dA); dB = A^T dC (reads A^T and dC, writes dB).
+      out.push_back({name, KernelKind::kGemm, flops, kFp8Bytes * (m * n + k * n) + kOut * m * k, Precision::kFp8});
+      out.push_back({name, KernelKind::kGemm, flops, kFp8Bytes * (m * k + m * n) + kOut * k * n, Precision::kFp8});
     }
   }
   // A memory-bound op over `elements` activations with `passes` reads+writes per element.
   void Memory(const char* name, double elements, double passes) {
-    out.push_back({name, KernelKind::kMemory, 0.0, elem * elements * passes * (backward ? 2.0 : 1.0)});
+    Push({name, KernelKind::kMemory, 0.0, elem * elements * passes * (backward ? 2.0 : 1.0)});
   }
 };
 
@@ -34,7 +55,9 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
   if (work.layer == nullptr) return {};
   const Layer& l = *work.layer;
   b.backward = work.phase == Phase::kBackward;
-  b.elem = ElementBytes(work.precision);
+  b.fp8 = work.precision == Precision::kFp8;
+  b.arith = StoragePrecision(work.precision);
+  b.elem = ElementBytes(b.arith);
   const double t = std::max(1, work.tp);
   const double samples = static_cast<double>(work.micro_batch) * work.fraction;
   const double s = static_cast<double>(l.seq_len), h = static_cast<double>(l.hidden);
@@ -63,13 +86,13 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
         const double core_flops = (l.causal ? 2.0 : 4.0) * samples * heads * s * s * head_dim;
         const double qkvo = b.elem * tokens * (2 * h + 2 * kv_h) / t;
         b.Memory("layernorm", sp_tokens * h, 2);
-        b.Gemm("qkv", tokens, (h + 2 * kv_h) / t, h);
+        b.Linear("qkv", tokens, (h + 2 * kv_h) / t, h);
         if (!b.backward) {
-          b.out.push_back(Kernel{"flash_attention", KernelKind::kBatchedGemm, core_flops, qkvo});
+          b.Push(Kernel{"flash_attention", KernelKind::kBatchedGemm, core_flops, qkvo});
         } else {
-          b.out.push_back(Kernel{"flash_attention_backward", KernelKind::kBatchedGemm, 2.5 * core_flops, 2 * qkvo});
+          b.Push(Kernel{"flash_attention_backward", KernelKind::kBatchedGemm, 2.5 * core_flops, 2 * qkvo});
         }
-        b.Gemm("projection", tokens, h, h / t);
+        b.Linear("projection", tokens, h, h / t);
         b.Memory("bias_dropout_residual", sp_tokens * h, 4);
         break;
       }
@@ -83,12 +106,12 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
         b.backward = true;
       }
       b.Memory("layernorm", sp_tokens * h, 2);
-      b.Gemm("qkv", tokens, (h + 2 * kv_h) / t, h);
+      b.Linear("qkv", tokens, (h + 2 * kv_h) / t, h);
       b.Gemm("scores", s, s, head_dim, KernelKind::kBatchedGemm, samples * heads);
       b.Memory("softmax", samples * heads * s * s, 2);
       b.Memory("attention_dropout", samples * heads * s * s, 2.5);
       b.Gemm("context", s, head_dim, s, KernelKind::kBatchedGemm, samples * heads);
-      b.Gemm("projection", tokens, h, h / t);
+      b.Linear("projection", tokens, h, h / t);
       b.Memory("bias_dropout_residual", sp_tokens * h, 4);
       break;
     }
@@ -96,15 +119,15 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       b.Memory("layernorm", sp_tokens * h, 2);
       if (l.swiglu) {
         // Gate and up projections as one GEMM of 2f columns, SiLU(gate) x up, down.
-        b.Gemm("fc1_gate_up", tokens, 2 * f / t, h);
+        b.Linear("fc1_gate_up", tokens, 2 * f / t, h);
         b.Memory("swiglu", tokens * f / t, 3);
-        b.Gemm("fc2", tokens, h, f / t);
+        b.Linear("fc2", tokens, h, f / t);
         b.Memory("bias_dropout_residual", sp_tokens * h, 4);
         break;
       }
-      b.Gemm("fc1", tokens, f / t, h);
+      b.Linear("fc1", tokens, f / t, h);
       b.Memory("bias_gelu", tokens * f / t, 2);
-      b.Gemm("fc2", tokens, h, f / t);
+      b.Linear("fc2", tokens, h, f / t);
       b.Memory("bias_dropout_residual", sp_tokens * h, 4);
       break;
     case LayerKind::kMoe: {
@@ -122,9 +145,9 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
         b.Memory("dispatch", tokens * k * h, 2);
       }
       if (experts && expert_tokens > 0) {
-        b.Gemm("expert_fc1", expert_tokens, f / t, h);
+        b.Linear("expert_fc1", expert_tokens, f / t, h);
         b.Memory("expert_gelu", expert_tokens * f / t, 2);
-        b.Gemm("expert_fc2", expert_tokens, h, f / t);
+        b.Linear("expert_fc2", expert_tokens, h, f / t);
       }
       if (gate) b.Memory("combine", tokens * k * h, 2);
       break;
@@ -134,7 +157,7 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       if (!l.causal) b.Gemm("mlm_transform", tokens, h, h);
       b.Gemm("logits", tokens, v / t, h);
       // Cross-entropy on fp32 logits: read, exp, reduce, write the gradient.
-      b.out.push_back({"cross_entropy", KernelKind::kMemory, 0.0, 4.0 * tokens * v / t * (b.backward ? 2.0 : 3.0)});
+      b.Push({"cross_entropy", KernelKind::kMemory, 0.0, 4.0 * tokens * v / t * (b.backward ? 2.0 : 3.0)});
       break;
     case LayerKind::kGnn: {
       if (l.gnn_op == GnnOp::kNone) break;  // a graph layer of no known operator has no kernels
@@ -145,15 +168,15 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       switch (l.gnn_op) {
         case GnnOp::kSage:
           b.Memory("neighbour_mean", edges * in + targets * in, 1);
-          b.Gemm("self", targets, h, in);
-          b.Gemm("neighbour", targets, h, in);
+          b.Linear("self", targets, h, in);
+          b.Linear("neighbour", targets, h, in);
           break;
         case GnnOp::kGcn:
-          b.Gemm("project", rows, h, in);
+          b.Linear("project", rows, h, in);
           b.Memory("aggregate", (edges + targets) * h + targets * h, 1);
           break;
         case GnnOp::kGat:
-          b.Gemm("project", rows, h, in);
+          b.Linear("project", rows, h, in);
           b.Memory("attention_scores", (edges + targets) * std::max(1.0, a), 3);
           b.Memory("attention_softmax", (edges + targets) * std::max(1.0, a), 3);
           b.Memory("aggregate", (edges + targets) * h + targets * h, 1);
@@ -165,7 +188,7 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
     }
     case LayerKind::kDense:
       // fp32 rows x (in -> out) and the activation that follows.
-      b.Gemm("dense", samples, h, static_cast<double>(l.ffn_hidden));
+      b.Linear("dense", samples, h, static_cast<double>(l.ffn_hidden));
       b.Memory("gelu", samples * h, 2);
       break;
     case LayerKind::kConv: {
@@ -177,7 +200,7 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
                            static_cast<double>(l.conv_kernel);
       const double map = samples * pixels * static_cast<double>(l.conv_out_channels);
       b.Memory("im2col", samples * pixels * patch, 1);
-      b.Gemm("conv", samples * pixels, static_cast<double>(l.conv_out_channels), patch);
+      b.Linear("conv", samples * pixels, static_cast<double>(l.conv_out_channels), patch);
       b.Memory("relu", map, 2);
       b.Memory("max_pool", map, 1.25);
       break;
@@ -186,6 +209,21 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       break;  // costed from its measured times (DeviceModel::LayerTime), not from kernels
   }
   return b.out;
+}
+
+int Fp8LinearLayers(const Layer& l) noexcept {
+  switch (l.kind) {
+    case LayerKind::kAttention:
+    case LayerKind::kMlp: return 2;
+    case LayerKind::kMoe: return static_cast<int>(2 * l.experts);
+    case LayerKind::kGnn: return l.gnn_op == GnnOp::kSage ? 2 : (l.gnn_op == GnnOp::kNone ? 0 : 1);
+    case LayerKind::kDense:
+    case LayerKind::kConv: return 1;
+    case LayerKind::kEmbedding:
+    case LayerKind::kHead:
+    case LayerKind::kGiven: return 0;
+  }
+  return 0;
 }
 
 }  // namespace testbed

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "testbed/layer_kernels.h"
+
 namespace testbed {
 
 double ActivationBytes(const Layer& l, double samples, int tp, bool sequence_parallel, bool selective) noexcept {
@@ -20,17 +22,26 @@ double CheckpointBytes(const Layer& l, double samples, int tp, bool sequence_par
 
 StaticMemory StaticBytes(double params, Precision precision, const std::string& optimizer, int zero_stage,
                          int dp) noexcept {
-  const double elem = BytesPerElement(precision);
+  const double elem = BytesPerElement(StoragePrecision(precision));
   const double shard = std::max(1, dp);
   StaticMemory m;
   m.weights = params * elem;
   m.gradients = params * elem;
+  if (precision == Precision::kFp8) m.fp8_weights = params * 2.0;
   m.optimizer = params * (optimizer == "adam" ? 12.0 : 8.0);
   if (elem >= 4) m.optimizer -= params * 4.0;  // fp32 training needs no separate master copy
   if (zero_stage >= 1) m.optimizer /= shard;
   if (zero_stage >= 2) m.gradients /= shard;
-  if (zero_stage >= 3) m.weights /= shard;
+  if (zero_stage >= 3) {
+    m.weights /= shard;
+    m.fp8_weights /= shard;
+  }
   return m;
+}
+
+double Fp8ScalingBytes(const Layer& l, int amax_history) noexcept {
+  constexpr double kTensors = 3, kFp32 = 4;
+  return static_cast<double>(Fp8LinearLayers(l)) * kTensors * (static_cast<double>(std::max(1, amax_history)) + 2) * kFp32;
 }
 
 double StageParams(const Plan& plan, const ModelGraph& model, int stage) noexcept {

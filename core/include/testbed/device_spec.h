@@ -22,9 +22,15 @@ enum class Precision { kFp32, kTf32, kFp16, kBf16, kFp8, kInt8, kInt4 };
 // Bits per element of a precision (tf32: 32, as stored).
 [[nodiscard]] int PrecisionBits(Precision p) noexcept;
 // The precision a layer computes in at `bits` when the run trains in `base`: 32 is fp32, 16
-// the run's 16-bit format (fp16 unless the run is bf16), 5 to 8 int8 (fp8 in an fp8 run), 2
-// to 4 int4; 0 (or any other width) is `base` itself.
+// the run's 16-bit format (fp16 unless the run is bf16 or fp8), 5 to 8 int8 (fp8 in an fp8
+// run), 2 to 4 int4; 0 (or any other width) is `base` itself.
 [[nodiscard]] Precision PrecisionOfBits(int bits, Precision base) noexcept;
+// The format a run training in `p` keeps and sends its weights, gradients and activations in.
+// FP8 training is Transformer Engine's (Micikevicius et al. 2022, "FP8 Formats for Deep
+// Learning"): the GEMMs of the transformer's linear layers take FP8 operands (E4M3 forward,
+// E5M2 gradients) and write BF16; everything else, stored and sent, stays BF16. Every other
+// precision is its own storage format.
+[[nodiscard]] Precision StoragePrecision(Precision p) noexcept;
 
 struct DeviceSpec {
   std::string name;    // preset name, e.g. "rtx3090"

@@ -29,7 +29,8 @@ struct TrainSettings {
   std::int64_t global_batch = 0;   // samples per iteration over all replicas (0: see below)
   std::int64_t micro_batch = 1;    // samples per micro-batch
   std::int64_t micro_batches = 0;  // per replica, used when global_batch is 0
-  Precision precision = Precision::kFp16;
+  Precision precision = Precision::kFp16;  // kFp8: FP8 GEMMs, BF16 storage (StoragePrecision)
+  int fp8_amax_history = 1024;     // kFp8: steps of amax history per FP8 tensor (fp32 each)
   std::string optimizer = "adam";  // "adam" (mixed precision: 16 B/param of state) | "sgd"
   std::int64_t steps = 1;          // iterations to simulate or train
   double learning_rate = 1e-3;

@@ -36,7 +36,10 @@ const std::vector<ParamSpec>& TrainSchema() {
       ParamSpec::Int("global_batch", 0).Range(0, 2147483647).Unit("samples").Doc("samples per iteration over all replicas (0: micro_batch x micro_batches x dp)"),
       ParamSpec::Int("micro_batch", 1).Range(1, 1 << 20).Unit("samples").Doc("samples per micro-batch"),
       ParamSpec::Int("micro_batches", 0).Range(0, 1 << 24).Unit("micro-batches").Doc("per replica when global_batch is 0 (0: 1)"),
-      ParamSpec::Choice("precision", "fp16", {"fp32", "tf32", "fp16", "bf16"}).Doc("training precision of matrix work"),
+      ParamSpec::Choice("precision", "fp16", {"fp32", "tf32", "fp16", "bf16", "fp8"})
+          .Doc("training precision of matrix work (fp8: Transformer Engine's FP8 GEMMs in linear layers, BF16 elsewhere)"),
+      ParamSpec::Int("fp8_amax_history", 1024).Range(1, 1 << 20).Unit("steps")
+          .Doc("fp8: length of each FP8 tensor's amax history (delayed scaling's state, fp32)"),
       ParamSpec::Choice("optimizer", "adam", {"adam", "sgd"}).Doc("adam: mixed-precision Adam, 16 bytes of state per parameter"),
       ParamSpec::Int("steps", 1).Range(1, 1 << 24).Unit("iterations").Doc("iterations to simulate or train"),
       ParamSpec::Double("learning_rate", 1e-3).Min(0).Doc("optimizer step size"),
@@ -204,6 +207,7 @@ absl::StatusOr<ResolvedRun> ResolveRun(const RunSpec& spec, const Registry& regi
   run.train.micro_batch = Declared<std::int64_t>(train, "micro_batch", errors);
   run.train.micro_batches = Declared<std::int64_t>(train, "micro_batches", errors);
   run.train.precision = PrecisionFromName(Declared<std::string>(train, "precision", errors)).value_or(Precision::kFp16);
+  run.train.fp8_amax_history = static_cast<int>(Declared<std::int64_t>(train, "fp8_amax_history", errors));
   run.train.optimizer = Declared<std::string>(train, "optimizer", errors);
   run.train.steps = Declared<std::int64_t>(train, "steps", errors);
   run.train.learning_rate = Declared<double>(train, "learning_rate", errors);

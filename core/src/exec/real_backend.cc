@@ -216,6 +216,10 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
                                                    " = \"", supported, "\" only (the simulator models the others)"));
     }
   }
+  if (run.train.precision == Precision::kFp8) {
+    return absl::UnimplementedError(
+        "[train] precision = \"fp8\": real training has no FP8 arithmetic (the simulator models FP8 training)");
+  }
   if (shape.kv_heads != 0 && shape.kv_heads != shape.heads) {
     return absl::UnimplementedError(absl::StrCat("[model] kv_heads = ", shape.kv_heads,
                                                  ": real training runs multi-head attention only (kv_heads = heads)"));

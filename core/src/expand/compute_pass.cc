@@ -173,6 +173,10 @@ class Walker {
       // master, m, v read and written, fp16 gradient read, fp16 weight written).
       w.flops = params * (adam ? 12.0 : 3.0);
       w.bytes = params * (adam ? 28.0 : 16.0);
+      // FP8 training: the updated weights cast to FP8 with their transpose (read 2 bytes,
+      // write 1 + 1), on every rank for all the weights it runs (Transformer Engine does it in
+      // the first micro-batch's forward; the traffic is the same).
+      if (e_.ctx.train.precision == Precision::kFp8) w.bytes += e_.OwnedParams(s, rep) * 4.0;
       w.precision = Precision::kFp32;
       const std::int32_t work = e_.sched.AddWork(w);
       for (int t = 0; t < e_.plan.tp(s); ++t) {

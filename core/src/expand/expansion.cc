@@ -18,7 +18,7 @@ Expansion::Expansion(const SchedulingContext& c, const ExpandOptions& o)
   pp = plan.pp();
   chunks = plan.virtual_stages();
   iterations = std::max(1, c.iterations);
-  elem = BytesPerElement(c.train.precision);
+  elem = BytesPerElement(StoragePrecision(c.train.precision));
 }
 
 const StepInput& Expansion::Inputs(int iteration) const {

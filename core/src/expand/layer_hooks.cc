@@ -308,7 +308,7 @@ class Emitter {
     for (const LaneState& ls : lanes) members.push_back(e_.Dev(ls.lane.replica, ls.lane.stage, 0));
     const std::int32_t group = e_.sched.Group(members);
     TESTBED_ASSIGN_OR_RETURN(const TokenExchange x, ExchangeFor(e_, lead, l, run.micro_batch, static_cast<int>(lanes.size())));
-    const double act_elem = ElementBytes(run.precision);
+    const double act_elem = ElementBytes(StoragePrecision(run.precision));
     auto matrix = [&](bool forward) {
       AllToAllVWork w;
       const size_t n = lanes.size();

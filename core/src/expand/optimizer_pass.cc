@@ -66,9 +66,18 @@ absl::Status OptimizerPass(Expansion& e) {
         std::sort(sizes.rbegin(), sizes.rend());
         for (size_t i = 0; i < sizes.size() && i < 2; ++i) gathered += sizes[i];
       }
+      // FP8 training: every rank keeps the scaling state of each FP8 linear layer it runs.
+      double scaling = 0;
+      if (e.ctx.train.precision == Precision::kFp8) {
+        for (const StageSpec& c : st.chunks) {
+          for (int l = c.first_layer; l < c.end_layer; ++l) {
+            scaling += Fp8ScalingBytes(e.model.layers[static_cast<size_t>(l)], e.ctx.train.fp8_amax_history);
+          }
+        }
+      }
       const StageReplica& rep = st.replicas[static_cast<size_t>(r)];
       for (DeviceId d : rep.devices) {
-        e.sched.SetStaticBytes(d, m.total() + copies + stashed + gathered + rep.resident_bytes);
+        e.sched.SetStaticBytes(d, m.total() + copies + stashed + gathered + scaling + rep.resident_bytes);
       }
     }
   }

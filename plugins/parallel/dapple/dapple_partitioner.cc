@@ -13,7 +13,7 @@ StageEnvironment Environment(const PlanningContext& ctx, int tp, int pp, int dp)
   const std::vector<DeviceId> map = DefaultDeviceMap(tp, pp, dp);
   auto dev = [&](int d, int s) { return map[static_cast<size_t>((d * pp + s) * tp)]; };
   StageEnvironment env;
-  const double elem = BytesPerElement(ctx.train.precision);
+  const double elem = BytesPerElement(StoragePrecision(ctx.train.precision));
   for (int s = 0; s < pp; ++s) {
     if (s + 1 < pp) {
       const double bw = ctx.cluster.PathBandwidth(dev(0, s), dev(0, s + 1));

@@ -59,7 +59,7 @@ class Hsdp final : public ShardPlanner {
           const Layer& layer = pc.model.layers[static_cast<size_t>(l)];
           const int tp = plan.LayerTp(l);
           const int bits = plan.LayerBits(l).weight_bits;
-          const double elem = bits > 0 ? bits / 8.0 : BytesPerElement(pc.train.precision);
+          const double elem = bits > 0 ? bits / 8.0 : BytesPerElement(StoragePrecision(pc.train.precision));
           LayerLoad load;
           load.bytes = static_cast<double>(layer.params + (plan.pp() > 1 ? layer.shared_params : 0)) / tp * elem;
           for (Phase phase : {Phase::kForward, Phase::kBackward}) {

@@ -16,7 +16,7 @@ absl::StatusOr<Environment> MakeEnvironment(const PlanningContext& ctx, int tp, 
   env.micro_batches = static_cast<int>(m);
   const std::vector<DeviceId> map = DefaultDeviceMap(tp, pp, dp);
   auto dev = [&](int d, int s) { return map[static_cast<size_t>((d * pp + s) * tp)]; };
-  const double elem = BytesPerElement(ctx.train.precision);
+  const double elem = BytesPerElement(StoragePrecision(ctx.train.precision));
   env.static_bytes_per_param = StaticBytes(1.0, ctx.train.precision, ctx.train.optimizer, ctx.parallel.zero_stage, dp).total();
   for (int s = 0; s < pp; ++s) {
     if (s + 1 < pp) {

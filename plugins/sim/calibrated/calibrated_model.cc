@@ -61,7 +61,9 @@ absl::StatusOr<double> CalibratedModel::ComputeLayerTime(const LayerWork& work, 
     return absl::UnimplementedError(
         absl::StrCat("calibrated: no kernels for a ", LayerKindName(work.layer->kind), " layer"));
   }
-  if (absl::Status st = CheckDevice(device, work.precision, true); !st.ok()) return st;
+  for (const Kernel& k : kernels) {
+    if (absl::Status st = CheckDevice(device, k.precision, k.flops > 0); !st.ok()) return st;
+  }
 
   const bool attention = work.layer->kind == LayerKind::kAttention;
   const OpClass fwd = attention ? OpClass::kAttentionForward : OpClass::kMlpForward;
@@ -70,7 +72,8 @@ absl::StatusOr<double> CalibratedModel::ComputeLayerTime(const LayerWork& work, 
   for (const Kernel& k : kernels) {
     (work.phase == Phase::kBackward && !IsRecomputeKernel(k) ? backward_part : forward_part).push_back(k);
   }
-  const double peak = device.PeakFlops(work.precision), bw = device.memory_bandwidth_bytes_per_s;
+  const auto peak = [&](Precision p) { return device.PeakFlops(p); };
+  const double bw = device.memory_bandwidth_bytes_per_s;
   double t = 0;
   if (!forward_part.empty()) t += calibration_.For(fwd).Time(FeaturesOf(forward_part, peak, bw));
   if (!backward_part.empty()) t += calibration_.For(bwd).Time(FeaturesOf(backward_part, peak, bw));

@@ -82,7 +82,8 @@ namespace {
 absl::StatusOr<KernelFeatures> MeasuredFeatures(const Measurement& m, OpClass op, const CalibrationSetup& setup) {
   auto kernels = MeasuredKernels(m, op, setup);
   if (!kernels.ok()) return kernels.status();
-  return FeaturesOf(*kernels, setup.peak_flops, setup.bandwidth_bytes_per_s);
+  // The measurements are of one precision, at the setup's peak.
+  return FeaturesOf(*kernels, [&](Precision) { return setup.peak_flops; }, setup.bandwidth_bytes_per_s);
 }
 
 absl::StatusOr<OpCoefficients> FitOne(const std::vector<Measurement>& rows, OpClass op, const CalibrationSetup& setup,

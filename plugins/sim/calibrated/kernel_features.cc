@@ -17,16 +17,17 @@ const std::array<const char*, KernelFeatures::kCount>& FeatureNames() {
   return names;
 }
 
-KernelFeatures FeaturesOf(const std::vector<Kernel>& kernels, double peak_flops, double bandwidth) {
+KernelFeatures FeaturesOf(const std::vector<Kernel>& kernels, absl::FunctionRef<double(Precision)> peak_flops,
+                          double bandwidth) {
   KernelFeatures f;
   for (const Kernel& k : kernels) {
     switch (k.kind) {
       case KernelKind::kGemm:
-        f.gemm_s += k.flops / peak_flops;
+        f.gemm_s += k.flops / peak_flops(k.precision);
         f.gemm_io_s += k.bytes / bandwidth;
         break;
       case KernelKind::kBatchedGemm:
-        f.batched_gemm_s += k.flops / peak_flops;
+        f.batched_gemm_s += k.flops / peak_flops(k.precision);
         f.gemm_io_s += k.bytes / bandwidth;
         break;
       case KernelKind::kMemory:

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "testbed/layer_kernels.h"
 
 namespace testbed::calibrated {
@@ -35,9 +36,11 @@ struct KernelFeatures {
 // Names of the terms in AsArray order, for tables and messages.
 [[nodiscard]] const std::array<const char*, KernelFeatures::kCount>& FeatureNames();
 
-// Sums the terms of `kernels` at `peak_flops` (FLOP/s) and `bandwidth` (bytes/s); both must
-// be positive (the caller checks and names the device in its error).
-[[nodiscard]] KernelFeatures FeaturesOf(const std::vector<Kernel>& kernels, double peak_flops, double bandwidth);
+// Sums the terms of `kernels`, each GEMM at `peak_flops(kernel.precision)` (FLOP/s), at
+// `bandwidth` (bytes/s); both must be positive (the caller checks and names the device in its
+// error).
+[[nodiscard]] KernelFeatures FeaturesOf(const std::vector<Kernel>& kernels,
+                                        absl::FunctionRef<double(Precision)> peak_flops, double bandwidth);
 
 // Fitted coefficients of one op class. The first four are 1/efficiency (1 = the device's
 // full peak or bandwidth; the fit never lets them fall below 1); the last is seconds.

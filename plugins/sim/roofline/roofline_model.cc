@@ -6,7 +6,8 @@
 
 namespace testbed::roofline {
 
-absl::StatusOr<double> RooflineModel::Time(const Kernel& k, Precision precision, const DeviceSpec& device) const {
+absl::StatusOr<double> RooflineModel::Time(const Kernel& k, const DeviceSpec& device) const {
+  const Precision precision = k.precision;
   const double peak = device.PeakFlops(precision);
   if (peak <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("device '", device.name, "' has no ", PrecisionName(precision),
@@ -34,7 +35,7 @@ absl::StatusOr<double> RooflineModel::ComputeLayerTime(const LayerWork& work, co
   }
   double total = 0;
   for (const Kernel& k : kernels) {
-    auto t = Time(k, work.precision, device);
+    auto t = Time(k, device);
     if (!t.ok()) return t.status();
     total += *t;
   }
@@ -43,7 +44,7 @@ absl::StatusOr<double> RooflineModel::ComputeLayerTime(const LayerWork& work, co
 
 absl::StatusOr<double> RooflineModel::KernelTime(double flops, double bytes, Precision precision,
                                                  const DeviceSpec& device) const {
-  return Time(Kernel{"kernel", flops > 0 ? KernelKind::kGemm : KernelKind::kMemory, flops, bytes}, precision, device);
+  return Time(Kernel{"kernel", flops > 0 ? KernelKind::kGemm : KernelKind::kMemory, flops, bytes, precision}, device);
 }
 
 }  // namespace testbed::roofline

@@ -23,8 +23,8 @@ class RooflineModel final : public DeviceModel {
   [[nodiscard]] absl::StatusOr<double> ComputeLayerTime(const LayerWork& work, const DeviceSpec& device) const override;
   [[nodiscard]] absl::StatusOr<double> KernelTime(double flops, double bytes, Precision precision,
                                                   const DeviceSpec& device) const override;
-  // Time of one kernel of the decomposition.
-  [[nodiscard]] absl::StatusOr<double> Time(const Kernel& k, Precision precision, const DeviceSpec& device) const;
+  // Time of one kernel of the decomposition, on the units of its precision.
+  [[nodiscard]] absl::StatusOr<double> Time(const Kernel& k, const DeviceSpec& device) const;
 
  private:
   RooflineParams p_;
