@@ -42,7 +42,7 @@ std::int64_t Plan::TotalMicroBatches() const {
   if (stages.empty()) return 0;
   std::int64_t total = 0;
   for (const StageReplica& r : stages.front().replicas) total += r.micro_batches;
-  return total;
+  return total / std::max(1, context.degree);
 }
 
 std::vector<DeviceId> Plan::Devices() const {
@@ -220,6 +220,26 @@ absl::Status Plan::Validate(int num_layers, const Cluster& cluster) const {
                                                        "summing to 1"));
       }
     }
+  }
+  const int cpd = context.degree;
+  if (cpd < 1) return absl::InvalidArgumentError(absl::StrCat("context-parallel degree ", cpd, " must be >= 1"));
+  for (int s = 0; s < p && cpd > 1; ++s) {
+    const Stage& st = stages[static_cast<size_t>(s)];
+    if (dp(s) % cpd != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("context-parallel degree ", cpd, " does not divide stage ", s, "'s ",
+                                                     dp(s), " replicas"));
+    }
+    for (int r = 0; r < dp(s); ++r) {
+      const int lead = r - r % cpd;
+      if (st.replicas[static_cast<size_t>(r)].micro_batches != st.replicas[static_cast<size_t>(lead)].micro_batches) {
+        return absl::InvalidArgumentError(absl::StrCat("stage ", s, ": replicas ", lead, " and ", r, " of one "
+                                                       "context-parallel group run different numbers of micro-batches"));
+      }
+    }
+  }
+  if (cpd > 1 && experts.degree > 1) {
+    return absl::UnimplementedError(absl::StrCat("context parallelism (", cpd, ") with expert parallelism (",
+                                                 experts.degree, ") in one plan"));
   }
   const int ep = experts.degree;
   if (ep < 1) return absl::InvalidArgumentError(absl::StrCat("expert-parallel degree ", ep, " must be >= 1"));

@@ -104,27 +104,33 @@ void ApplyRecompute(Plan& plan) {
 absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx, int tp, int pp, int dp, int chunks, std::int64_t micro_batch,
                               RecomputeMode recompute, const StageRule& rule) {
   const int devices = ctx.cluster.num_devices();
+  const int cp = std::max(1, ctx.parallel.cp);
   if (tp < 1 || pp < 1 || chunks < 1) return absl::InvalidArgumentError("degrees must be >= 1");
   if (dp == 0) {
-    if (devices % (tp * pp) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("tp x pp = ", tp * pp, " does not divide the cluster's ", devices,
-                                                     " devices"));
+    if (devices % (tp * pp * cp) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tp x pp x cp = ", tp * pp * cp, " does not divide the cluster's ",
+                                                     devices, " devices"));
     }
-    dp = devices / (tp * pp);
+    dp = devices / (tp * pp * cp);
   }
-  if (tp * pp * dp > devices) {
-    return absl::InvalidArgumentError(absl::StrCat("tp x pp x dp = ", tp * pp * dp, " exceeds the cluster's ", devices,
-                                                   " devices"));
+  if (static_cast<std::int64_t>(tp) * pp * dp * cp > devices) {
+    return absl::InvalidArgumentError(absl::StrCat("tp x pp x dp x cp = ", static_cast<std::int64_t>(tp) * pp * dp * cp,
+                                                   " exceeds the cluster's ", devices, " devices"));
   }
   for (const Layer& l : ctx.model.layers) {
     if (l.heads > 0 && l.heads % tp != 0) {
       return absl::InvalidArgumentError(absl::StrCat("tp ", tp, " does not divide the model's ", l.heads, " heads"));
     }
+    // Load-balanced causal split: 2 x cp chunks of every sequence.
+    if (cp > 1 && l.kind == LayerKind::kAttention && l.seq_len % (2 * cp) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cp ", cp, ": the sequence of ", l.seq_len, " tokens does not split "
+                                                     "into 2 x cp = ", 2 * cp, " equal chunks"));
+    }
   }
   GridSpec g;
   g.tp = tp;
   g.pp = pp;
-  g.dp = dp;
+  g.dp = dp * cp;
   g.virtual_stages = chunks;
   g.micro_batch = micro_batch;
   TrainSettings train = ctx.train;
@@ -136,6 +142,7 @@ absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx, int tp, int pp, int dp
   TESTBED_ASSIGN_OR_RETURN(g.chunks, rule(pp, chunks));
   Plan plan = GridPlan(g);
   plan.experts.degree = std::max(1, ctx.parallel.ep);
+  plan.context.degree = cp;
   ApplyRecompute(plan);
   return plan;
 }
@@ -229,8 +236,9 @@ absl::StatusOr<SearchResult> SearchPlans(const PlanningContext& ctx, const Searc
   for (int tp : space.tp) {
     if (space.tp_within_node && tp > per_node) continue;
     for (int pp : space.pp) {
-      if (devices % (tp * pp) != 0) continue;
-      const int dp = devices / (tp * pp);
+      const int cp = std::max(1, ctx.parallel.cp);
+      if (devices % (tp * pp * cp) != 0) continue;
+      const int dp = devices / (tp * pp * cp);
       for (std::int64_t mb : space.micro_batch) {
         if (ctx.train.global_batch > 0 && ctx.train.global_batch % (mb * dp) != 0) continue;
         for (RecomputeMode rc : space.recompute) {

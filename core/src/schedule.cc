@@ -60,6 +60,7 @@ const char* Name(int s) noexcept {
     case kParamComm: return "param-comm";
     case kParamComm2: return "param-comm-2";
     case kDataComm2: return "dp-comm-2";
+    case kContextComm: return "cp-comm";
     default: return "stream";
   }
 }

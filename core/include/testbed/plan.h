@@ -48,6 +48,7 @@ struct ParallelSettings {
   bool sequence_parallel = false;
   int zero_stage = 0;
   int ep = 1;  // expert-parallel degree (MoE models)
+  int cp = 1;  // context-parallel degree: each sequence split over this many replicas
 };
 
 // The layers [first_layer, end_layer) that a pipeline stage runs: the whole stage, or one
@@ -154,6 +155,19 @@ struct ExpertParallelism {
   int exchange_steps = 1;
 };
 
+// Context parallelism (Megatron-Core's, as Llama 3 was trained): each sequence of a
+// micro-batch split over `degree` consecutive replicas of every stage (a CP group), which run
+// the same micro-batches in lock-step, each on 1/degree of every sequence's tokens. Attention
+// is all-gather based: before each attention layer's forward (and its recomputation) every
+// rank all-gathers the keys and values of the group's tokens over the ranks of its
+// tensor-parallel index in the group, then computes its queries against all of them (the
+// causal work load-balanced, 2 x degree chunks per sequence, so each rank does 1/degree of
+// it); backward gathers them again and reduce-scatters their gradients. Gradients are
+// synchronised over all replicas (data x context parallel), ZeRO shards over them too.
+struct ContextParallelism {
+  int degree = 1;
+};
+
 // Knobs a planner hands the scheduler. 0 / empty: the scheduler's own parameter holds.
 struct SchedulerKnobs {
   int tp_chunks = 0;  // sub-batches per micro-batch for overlapping tensor-parallel collectives
@@ -179,6 +193,7 @@ struct Plan {
   LinkClassSplit param_links;  // empty: one piece per layer on the cluster's own routes
   std::vector<LayerSetting> layers;  // empty, or one per model layer
   ExpertParallelism experts;
+  ContextParallelism context;
   SchedulerKnobs knobs;
   // Iterations one pass over the training data takes (a feature loader knows it from the
   // graph's training vertices); 0: unknown. The simulator reports epoch_time_s when set.
@@ -195,7 +210,9 @@ struct Plan {
     return stages.empty() ? 1 : static_cast<int>(stages.front().chunks.size());
   }
   [[nodiscard]] int tp(int stage) const { return stages[static_cast<size_t>(stage)].tp; }
+  // Replicas of a stage (data x context parallel).
   [[nodiscard]] int dp(int stage) const { return stages[static_cast<size_t>(stage)].dp(); }
+  [[nodiscard]] int cp() const noexcept { return context.degree; }
   [[nodiscard]] const StageSpec& Chunk(int stage, int chunk) const {
     return stages[static_cast<size_t>(stage)].chunks[static_cast<size_t>(chunk)];
   }
@@ -212,7 +229,8 @@ struct Plan {
   [[nodiscard]] std::int64_t MicroBatches(int stage, int replica) const {
     return stages[static_cast<size_t>(stage)].replicas[static_cast<size_t>(replica)].micro_batches;
   }
-  // Micro-batches per iteration over all replicas of a stage (the same for every stage).
+  // Micro-batches per iteration over all replicas of a stage (the same for every stage); the
+  // replicas of a context-parallel group share theirs, counted once.
   [[nodiscard]] std::int64_t TotalMicroBatches() const;
   [[nodiscard]] std::int64_t SamplesPerIteration() const { return TotalMicroBatches() * micro_batch; }
   // Devices the plan uses, ascending.

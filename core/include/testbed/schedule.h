@@ -72,7 +72,8 @@ inline constexpr std::uint8_t kParamComm = 7;    // sharded data parallelism (Ze
 // and reduce-scatter on their own streams, beside those on the first.
 inline constexpr std::uint8_t kParamComm2 = 8;
 inline constexpr std::uint8_t kDataComm2 = 9;
-inline constexpr int kCount = 10;
+inline constexpr std::uint8_t kContextComm = 10;  // context parallelism: keys and values gathered, their gradients reduce-scattered
+inline constexpr int kCount = 11;
 // The link class (index into Plan::param_links.classes) whose pieces of the weights a gather
 // or reduce-scatter on `stream` moves: 1 on the second class's streams, 0 on every other.
 [[nodiscard]] constexpr int LinkClassOf(std::uint8_t stream) noexcept {

@@ -40,7 +40,8 @@ absl::StatusOr<RunOutput> PlanBackend::Run(const ResolvedRun& run, const Registr
   const auto grid = plan->Uniform();
   out.metrics.Add("tp", grid ? grid->tp : plan->tp(0), "devices");
   out.metrics.Add("pp", plan->pp(), "stages");
-  out.metrics.Add("dp", grid ? grid->dp : plan->dp(0), "replicas");
+  out.metrics.Add("dp", (grid ? grid->dp : plan->dp(0)) / plan->cp(), "replicas");
+  if (plan->cp() > 1) out.metrics.Add("cp", plan->cp(), "ranks");
   out.metrics.Add("micro_batch", static_cast<double>(plan->micro_batch), "samples");
   out.metrics.Add("micro_batches", static_cast<double>(grid ? grid->micro_batches : plan->MicroBatches(0, 0)),
                   "micro-batches");

@@ -216,6 +216,10 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
                                                    " = \"", supported, "\" only (the simulator models the others)"));
     }
   }
+  if (run.parallel.cp > 1) {
+    return absl::UnimplementedError(absl::StrCat("[parallel] cp = ", run.parallel.cp,
+                                                 ": real training has no context parallelism (the simulator models it)"));
+  }
   if (run.train.precision == Precision::kFp8) {
     return absl::UnimplementedError(
         "[train] precision = \"fp8\": real training has no FP8 arithmetic (the simulator models FP8 training)");

@@ -1,6 +1,8 @@
 // Pass 2: every replica walks its op sequence. Replicas whose stage holds expert-parallel MoE
 // layers walk in lock-step with the rest of their expert-parallel group (their all-to-alls
-// join them); other replicas walk alone, replica by replica and stage by stage.
+// join them), and so do the replicas of a context-parallel group (their attention layers
+// gather keys and values from each other); other replicas walk alone, replica by replica and
+// stage by stage.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -30,8 +32,8 @@ class Walker {
     for (int r : replicas) {
       if (e_.OpsOf(s, r).size() != ops.size()) {
         return absl::InvalidArgumentError(absl::StrCat("stage ", s, ": replicas ", replicas.front(), " and ", r,
-                                                       " of one expert-parallel group run different numbers of "
-                                                       "micro-batches; they run in lock-step"));
+                                                       " of one expert- or context-parallel group run different "
+                                                       "numbers of micro-batches; they run in lock-step"));
       }
     }
     for (size_t k = 0; k < ops.size(); ++k) TESTBED_RETURN_IF_ERROR(Op(s, replicas, ops[k], k));
@@ -204,6 +206,7 @@ absl::Status ComputePass(Expansion& e) {
   int groups = 0;
   for (int s = 0; s < e.pp; ++s) {
     if (StageHasExpertParallelism(e, s)) group_size[static_cast<size_t>(s)] = e.plan.experts.degree;
+    if (e.plan.cp() > 1) group_size[static_cast<size_t>(s)] = e.plan.cp();
     groups = std::max(groups, e.plan.dp(s) / group_size[static_cast<size_t>(s)]);
   }
   for (int g = 0; g < groups; ++g) {

@@ -154,7 +154,22 @@ const std::vector<PipelineOp>& Expansion::OpsOf(int stage, int replica) const {
 
 double Expansion::Fraction(int stage, int replica, int micro_batch) const {
   const auto& f = fractions_[static_cast<size_t>(stage)][static_cast<size_t>(replica)];
-  return f.empty() ? 1.0 : f[static_cast<size_t>(micro_batch)];
+  const double slice = f.empty() ? 1.0 : f[static_cast<size_t>(micro_batch)];
+  return slice / static_cast<double>(std::max(1, plan.cp()));
+}
+
+std::int32_t Expansion::CpGroup(int replica, int stage, int t) {
+  const int cp = plan.cp();
+  const int lead = replica - replica % cp;
+  const std::uint64_t key = (static_cast<std::uint64_t>(lead) << 40) ^ (static_cast<std::uint64_t>(stage) << 20) ^
+                            static_cast<std::uint64_t>(t);
+  auto [it, fresh] = cp_group_.try_emplace(key, -1);
+  if (!fresh) return it->second;
+  std::vector<DeviceId> g;
+  g.reserve(static_cast<size_t>(cp));
+  for (int r = lead; r < lead + cp; ++r) g.push_back(Dev(r, stage, t));
+  it->second = sched.Group(g);
+  return it->second;
 }
 
 std::int64_t Expansion::GlobalMicroBatch(int stage, int replica, int micro_batch) const {

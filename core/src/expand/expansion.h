@@ -101,7 +101,12 @@ class Expansion {
   std::int32_t TpGroup(int replica, int stage, int first = 0, int degree = 0);
   // Program op sequence of a replica over every iteration (optimizer steps included).
   [[nodiscard]] const std::vector<PipelineOp>& OpsOf(int stage, int replica) const;
+  // Share of a micro-batch a replica runs: its program's slice, over the context-parallel
+  // degree (each rank of a CP group takes 1/cp of every sequence).
   [[nodiscard]] double Fraction(int stage, int replica, int micro_batch) const;
+  // The context-parallel group of tensor-parallel rank `t` of a replica: that rank of every
+  // replica of the replica's CP group.
+  std::int32_t CpGroup(int replica, int stage, int t);
   // Micro-batch `micro_batch` of a replica as counted over its stage's replicas in order,
   // and back: (replica, micro-batch within it) of stage `stage` running global one `g`.
   [[nodiscard]] std::int64_t GlobalMicroBatch(int stage, int replica, int micro_batch) const;
@@ -185,6 +190,7 @@ class Expansion {
   std::vector<std::vector<TaskId>> first_compute_;               // [iteration][device]
   std::vector<std::vector<std::int32_t>> full_tp_group_;         // [stage][replica]: its whole TP group
   std::unordered_map<std::uint64_t, std::int32_t> sub_tp_group_; // (replica, stage, first, degree)
+  std::unordered_map<std::uint64_t, std::int32_t> cp_group_;     // (lead replica, stage, tp rank)
 };
 
 // A task of `kind` on `stream` belonging to the lane's op (stage, chunk, replica, micro-batch,

@@ -53,6 +53,10 @@ std::int64_t MicroBatchOf(const Expansion& e, const Lane& lane, int layer) {
   return lane.samples;
 }
 
+bool ContextParallelAttention(const Expansion& e, int layer) {
+  return e.plan.cp() > 1 && e.model.layers[static_cast<size_t>(layer)].kind == LayerKind::kAttention;
+}
+
 std::vector<LayerRun> Runs(const Expansion& e, const Lane& lane, const RangeRequest& req) {
   std::vector<LayerRun> runs;
   for (int l = req.first; l < req.end; ++l) {
@@ -64,8 +68,11 @@ std::vector<LayerRun> Runs(const Expansion& e, const Lane& lane, const RangeRequ
     r.micro_batch = MicroBatchOf(e, lane, l);
     const bool ep = e.ExpertParallel(l);
     r.kind = ep ? RunKind::kExpertParallel : RunKind::kDense;
+    // Under context parallelism an attention layer is a run of its own: its keys and values
+    // are gathered just before it.
+    const bool alone = ContextParallelAttention(e, l) || (l > req.first && ContextParallelAttention(e, l - 1));
     // Under ZeRO-3 each layer is a task of its own: its weights are gathered just before it.
-    if (!runs.empty() && !ep && !ShardsParameters(e, lane.stage) && runs.back().kind != RunKind::kExpertParallel &&
+    if (!runs.empty() && !ep && !alone && !ShardsParameters(e, lane.stage) && runs.back().kind != RunKind::kExpertParallel &&
         runs.back().tp == r.tp &&
         runs.back().precision == r.precision && runs.back().micro_batch == r.micro_batch) {
       runs.back().end = r.end;
@@ -467,6 +474,42 @@ class Emitter {
     return out;
   }
 
+  // Context parallelism around attention layer `l` of a CP group's lanes: one collective per
+  // tensor-parallel rank over that rank of every lane, after what each lane's rank waited for,
+  // and the rank's next task waits for it. Before the layer (`gather`): the keys and values of
+  // the group's tokens all-gathered (forward, recomputation, and backward again); after its
+  // backward: their gradients reduce-scattered back to the ranks owning the tokens.
+  void ContextExchange(std::vector<LaneState>& lanes, const LayerRun& run, bool gather) {
+    const Lane& lead = lanes.front().lane;
+    const Layer& layer = e_.model.layers[static_cast<size_t>(run.first)];
+    const int T = e_.plan.tp(lead.stage);
+    // Keys and values of one token on one tensor-parallel rank (a KV head is replicated on
+    // ranks beyond kv_heads).
+    const std::int64_t kv_heads = layer.kv_heads > 0 ? layer.kv_heads : layer.heads;
+    const double head_dim = static_cast<double>(layer.hidden) / static_cast<double>(std::max<std::int64_t>(1, layer.heads));
+    const double heads_per_rank = std::max(1.0, static_cast<double>(kv_heads) / run.tp);
+    const double elem = ElementBytes(StoragePrecision(run.precision)) * ActivationScale(e_, run.first);
+    const double rows = T / run.tp;  // a stage of T devices runs a layer of degree t as T / t groups
+    double tokens = 0;  // the group's tokens of this micro-batch, on one group of the stage
+    for (const LaneState& ls : lanes) tokens += static_cast<double>(run.micro_batch) * ls.lane.fraction * static_cast<double>(layer.seq_len);
+    const auto bytes = static_cast<std::int64_t>(tokens / rows * 2.0 * heads_per_rank * head_dim * elem);
+    const CollectiveOp op = gather ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter;
+    for (int t = 0; t < T; ++t) {
+      std::vector<TaskId> deps;
+      for (const LaneState& ls : lanes) deps.insert(deps.end(), ls.frontier[static_cast<size_t>(t)].begin(), ls.frontier[static_cast<size_t>(t)].end());
+      const TaskId id = Collective(lead, op, e_.CpGroup(lead.replica, lead.stage, t), streams::kContextComm, run.first,
+                                   run.end, lead.fraction, bytes, deps);
+      for (LaneState& ls : lanes) {
+        auto& f = ls.frontier[static_cast<size_t>(t)];
+        if (gather) {
+          f.push_back(id);
+        } else {
+          f = {id};
+        }
+      }
+    }
+  }
+
   // Between runs of different tensor-parallel degrees: every device gets the samples its new
   // group works on (activations forward, their gradients backward) from a device that has
   // them, by one all-to-all-v over the replica's devices.
@@ -520,6 +563,8 @@ absl::Status EmitRange(Expansion& e, std::vector<LaneState>& lanes, const RangeR
       for (LaneState& ls : lanes) em.Reshard(ls, prev_tp, run.tp, boundary);
     }
     prev_tp = run.tp;
+    const bool cp_attention = ContextParallelAttention(e, run.first);
+    if (cp_attention) em.ContextExchange(lanes, run, true);
     switch (run.kind) {
       case RunKind::kExpertParallel:
         if (backward && run.first >= req.recompute_first && run.first < req.recompute_end) {
@@ -536,6 +581,7 @@ absl::Status EmitRange(Expansion& e, std::vector<LaneState>& lanes, const RangeR
         for (LaneState& ls : lanes) TESTBED_RETURN_IF_ERROR(em.Dense(ls, run));
         break;
     }
+    if (cp_attention && backward) em.ContextExchange(lanes, run, false);
   }
   return absl::OkStatus();
 }

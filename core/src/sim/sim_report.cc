@@ -173,7 +173,9 @@ MetricSet SimMetrics(const ReportInputs& in) {
   const auto grid = plan.Uniform();
   m.Add("tp", grid ? grid->tp : plan.tp(0), "devices");
   m.Add("pp", plan.pp(), "stages");
-  m.Add("dp", grid ? grid->dp : plan.dp(0), "replicas");
+  // Data-parallel degree: replicas over the context-parallel degree.
+  m.Add("dp", (grid ? grid->dp : plan.dp(0)) / plan.cp(), "replicas");
+  if (plan.cp() > 1) m.Add("cp", plan.cp(), "ranks");
   m.Add("virtual_stages", plan.virtual_stages(), "chunks");
   m.Add("micro_batch", static_cast<double>(plan.micro_batch), "samples");
   m.Add("micro_batches", static_cast<double>(grid ? grid->micro_batches : plan.MicroBatches(0, 0)), "micro-batches");

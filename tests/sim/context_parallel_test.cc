@@ -1,0 +1,235 @@
+// Context parallelism against hand counts: at CP 2 every device of a group computes half of
+// every layer's work (the attention core's causal work included: load-balanced chunks) on the
+// same micro-batches, plus, per attention layer and micro-batch, an all-gather of the group's
+// keys and values before the forward, another before the backward and a reduce-scatter of
+// their gradients after it, each of 2 x tokens x (KV heads per TP rank) x head_dim x 2 bytes.
+// The samples of an iteration do not change; bad plans are refused by name.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ring.h"
+#include "roofline_model.h"
+#include "sim/simulator.h"
+#include "sim_fixtures.h"
+#include "testbed/layer_kernels.h"
+#include "testbed/pipeline_program.h"
+
+namespace testbed::testing {
+namespace {
+
+DeviceSpec Hopper() {
+  DeviceSpec d;
+  d.name = "hopper";
+  d.peak_flops = {{Precision::kFp32, 66.9e12}, {Precision::kBf16, 989.4e12}, {Precision::kFp16, 989.4e12}};
+  d.memory_bytes = std::int64_t{80} << 30;
+  d.memory_bandwidth_bytes_per_s = 3.35e12;
+  return d;
+}
+
+constexpr int kSeq = 4096, kHidden = 4096, kHeads = 32, kKvHeads = 8;
+
+ModelGraph Llama(int blocks) {
+  ModelShape m;
+  m.name = "llama-ish";
+  m.family = "gpt";
+  m.layers = blocks;
+  m.hidden = kHidden;
+  m.heads = kHeads;
+  m.kv_heads = kKvHeads;
+  m.ffn_hidden = 14336;
+  m.seq_len = kSeq;
+  m.vocab = 32000;
+  m.ffn = "swiglu";
+  m.attention = "flash";
+  m.positions = "rope";
+  m.tied_embeddings = false;
+  auto g = BuildModelGraph(m);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return *g;
+}
+
+Cluster Hoppers(int devices) {
+  NodeType type = StarCluster(devices, 400e9, 1e-6).node_type_of(0);
+  type.device = Hopper();
+  return *Cluster::Build("hopper", {NodeGroup{type, 1}});
+}
+
+// `replicas` replicas of one stage of `tp` devices; `cp` of them form each CP group.
+Plan OneStage(const ModelGraph& model, int tp, int replicas, int cp, int micro_batches,
+              RecomputeMode recompute = RecomputeMode::kNone) {
+  GridSpec grid;
+  grid.tp = tp;
+  grid.dp = replicas;
+  grid.micro_batch = 1;
+  grid.micro_batches = micro_batches;
+  grid.recompute = recompute;
+  grid.chunks = {StageSpec{0, static_cast<int>(model.layers.size()), 0}};
+  Plan plan = GridPlan(grid);
+  plan.context.degree = cp;
+  return plan;
+}
+
+struct Expanded {
+  Schedule schedule;
+  double iteration_s = 0;
+};
+
+Expanded Expand(const ModelGraph& model, const Plan& plan, int micro_batches) {
+  const Cluster cluster = Hoppers(static_cast<int>(plan.Devices().size()));
+  EXPECT_TRUE(plan.Validate(static_cast<int>(model.layers.size()), cluster).ok());
+  const roofline::RooflineModel dm(roofline::RooflineParams{});
+  TrainSettings train;
+  train.precision = Precision::kBf16;
+  SchedulingContext ctx{model, cluster, plan, train, dm};
+  auto s = ExpandPipeline(ctx, OneFOneBProgram(1, micro_batches), ExpandOptions{});
+  EXPECT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->Check().ok()) << s->Check();
+  const collectives::Ring ring(collectives::CommTuning{});
+  auto r = Simulate(*s, SimInputs{model, cluster, dm, ring}, SimOptions{});
+  EXPECT_TRUE(r.ok()) << r.status();
+  return {*std::move(s), r->iteration_time_s};
+}
+
+// FLOPs device `d` computes, of layers of `kind` (every kind: nullopt).
+double DeviceFlops(const Schedule& s, const ModelGraph& model, DeviceId d, std::optional<LayerKind> kind) {
+  double flops = 0;
+  for (TaskId id = 0; id < static_cast<TaskId>(s.size()); ++id) {
+    const Task& t = s.task(id);
+    if (t.kind != TaskKind::kCompute) continue;
+    bool on = false;
+    for (DeviceId m : s.DevicesOf(id)) on = on || m == d;
+    if (!on) continue;
+    const ComputeWork& w = s.compute(id);
+    for (int l = w.first_layer; l < w.end_layer; ++l) {
+      const Layer& layer = model.layers[static_cast<size_t>(l)];
+      if (kind && layer.kind != *kind) continue;
+      LayerWork lw{&layer, t.phase, w.micro_batch, w.tp, w.sequence_parallel, w.precision,
+                   static_cast<double>(w.fraction), w.selective_recompute, w.part, w.expert_tokens};
+      for (const Kernel& k : LayerKernels(lw)) flops += k.flops;
+    }
+  }
+  return flops;
+}
+
+std::vector<TaskId> ContextTasks(const Schedule& s) {
+  std::vector<TaskId> out;
+  for (TaskId id = 0; id < static_cast<TaskId>(s.size()); ++id) {
+    if (s.task(id).stream == streams::kContextComm) out.push_back(id);
+  }
+  return out;
+}
+
+TEST(ContextParallel, Cp2HalvesEveryDevicesWorkOnTheSameSamples) {
+  const ModelGraph model = Llama(2);
+  const Plan one = OneStage(model, 1, 1, 1, 2);
+  const Plan two = OneStage(model, 1, 2, 2, 2);
+  EXPECT_EQ(one.SamplesPerIteration(), 2);
+  EXPECT_EQ(two.SamplesPerIteration(), 2);  // two replicas, one CP group: the same sequences
+  const Expanded a = Expand(model, one, 2), b = Expand(model, two, 2);
+  const double attention1 = DeviceFlops(a.schedule, model, 0, LayerKind::kAttention);
+  ASSERT_GT(attention1, 0);
+  for (DeviceId d : {0, 1}) {
+    EXPECT_DOUBLE_EQ(DeviceFlops(b.schedule, model, d, LayerKind::kAttention), attention1 / 2) << "device " << d;
+    EXPECT_DOUBLE_EQ(DeviceFlops(b.schedule, model, d, std::nullopt), DeviceFlops(a.schedule, model, 0, std::nullopt) / 2);
+  }
+  // The attention core alone: its causal FLOPs on half the queries against all keys, load-
+  // balanced, are half of the whole sequence's.
+  const Layer& att = *std::find_if(model.layers.begin(), model.layers.end(),
+                                   [](const Layer& l) { return l.kind == LayerKind::kAttention; });
+  auto core = [&](double fraction) {
+    LayerWork w{&att, Phase::kForward, 1, 1, false, Precision::kBf16, fraction};
+    for (const Kernel& k : LayerKernels(w)) {
+      if (std::string(k.name) == "flash_attention") return k.flops;
+    }
+    return 0.0;
+  };
+  ASSERT_GT(core(1.0), 0);
+  EXPECT_DOUBLE_EQ(core(0.5), core(1.0) / 2);
+  // Halved work, plus the exchanges: between half and all of the CP 1 iteration.
+  EXPECT_LT(b.iteration_s, a.iteration_s);
+  EXPECT_GT(b.iteration_s, a.iteration_s / 2);
+  EXPECT_TRUE(ContextTasks(a.schedule).empty());
+}
+
+TEST(ContextParallel, EachAttentionLayerGathersKeysAndValuesAndReduceScattersTheirGradients) {
+  const ModelGraph model = Llama(2);
+  const int tp = 2, micro_batches = 3;
+  const Plan plan = OneStage(model, tp, 2, 2, micro_batches);
+  const Expanded x = Expand(model, plan, micro_batches);
+  // Per TP rank, KV heads 8 / 2 = 4 of 128 dimensions, keys and values, BF16, 4096 tokens.
+  const std::int64_t bytes = std::int64_t{kSeq} * 2 * (kKvHeads / tp) * (kHidden / kHeads) * 2;
+  int gathers = 0, scatters = 0;
+  for (TaskId id : ContextTasks(x.schedule)) {
+    const Task& t = x.schedule.task(id);
+    ASSERT_EQ(t.kind, TaskKind::kCollective);
+    EXPECT_EQ(t.bytes, bytes);
+    EXPECT_EQ(model.layers[static_cast<size_t>(t.first_layer)].kind, LayerKind::kAttention);
+    // The ranks of one TP index in the two replicas: devices t and tp + t.
+    const auto members = x.schedule.DevicesOf(id);
+    ASSERT_EQ(members.size(), 2U);
+    EXPECT_EQ(members[1] - members[0], tp);
+    if (t.op == CollectiveOp::kAllGather) ++gathers;
+    if (t.op == CollectiveOp::kReduceScatter) {
+      ++scatters;
+      EXPECT_EQ(t.phase, Phase::kBackward);
+    }
+  }
+  // 2 attention layers x 3 micro-batches x 2 TP ranks: a gather forward, a gather and a
+  // reduce-scatter backward.
+  EXPECT_EQ(gathers, 2 * micro_batches * tp * 2);
+  EXPECT_EQ(scatters, 2 * micro_batches * tp);
+  // Full recomputation runs the forward again just before the backward: the one gather before
+  // it serves both, so the count does not change, and the recomputed forward precedes the
+  // backward's reduce-scatter.
+  const Expanded r = Expand(model, OneStage(model, tp, 2, 2, micro_batches, RecomputeMode::kFull), micro_batches);
+  int regathers = 0;
+  for (TaskId id : ContextTasks(r.schedule)) regathers += r.schedule.task(id).op == CollectiveOp::kAllGather;
+  EXPECT_EQ(regathers, gathers);
+}
+
+TEST(ContextParallel, GradientsAreSynchronisedOverEveryReplica) {
+  const ModelGraph model = Llama(1);
+  const Expanded x = Expand(model, OneStage(model, 1, 4, 2, 1), 1);
+  int syncs = 0;
+  for (TaskId id = 0; id < static_cast<TaskId>(x.schedule.size()); ++id) {
+    const Task& t = x.schedule.task(id);
+    if (t.kind != TaskKind::kCollective || t.stream != streams::kDataComm) continue;
+    ++syncs;
+    EXPECT_EQ(x.schedule.DevicesOf(id).size(), 4U) << x.schedule.Describe(id);
+  }
+  EXPECT_GT(syncs, 0);
+  // Two CP groups of two replicas: devices {0, 1} and {2, 3}.
+  for (TaskId id : ContextTasks(x.schedule)) {
+    const auto m = x.schedule.DevicesOf(id);
+    EXPECT_TRUE((m[0] == 0 && m[1] == 1) || (m[0] == 2 && m[1] == 3)) << x.schedule.Describe(id);
+  }
+}
+
+TEST(ContextParallel, PlansItCannotRunAreRefusedByName) {
+  const ModelGraph model = Llama(1);
+  const int layers = static_cast<int>(model.layers.size());
+  const Cluster cluster = Hoppers(4);
+  auto message = [](const absl::Status& s) { return std::string(s.message()); };
+  // CP 2 over 3 replicas.
+  const absl::Status odd = OneStage(model, 1, 3, 2, 1).Validate(layers, cluster);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(message(odd).find("does not divide stage 0's 3 replicas"), std::string::npos) << odd;
+  // The replicas of a group run different micro-batch counts.
+  Plan uneven = OneStage(model, 1, 2, 2, 2);
+  uneven.stages[0].replicas[1].micro_batches = 1;
+  const absl::Status u = uneven.Validate(layers, cluster);
+  ASSERT_FALSE(u.ok());
+  EXPECT_NE(message(u).find("one context-parallel group"), std::string::npos) << u;
+  // With expert parallelism: not modelled.
+  Plan both = OneStage(model, 1, 4, 2, 1);
+  both.experts.degree = 2;
+  const absl::Status e = both.Validate(layers, cluster);
+  EXPECT_EQ(e.code(), absl::StatusCode::kUnimplemented) << e;
+  Plan zero = OneStage(model, 1, 1, 1, 1);
+  zero.context.degree = 0;
+  EXPECT_FALSE(zero.Validate(layers, cluster).ok());
+}
+
+}  // namespace
+}  // namespace testbed::testing
