@@ -144,7 +144,11 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
         b.Memory("gate_softmax_topk", tokens * static_cast<double>(l.experts), 3);
         b.Memory("dispatch", tokens * k * h, 2);
       }
-      if (experts && expert_tokens > 0) {
+      if (experts && expert_tokens > 0 && l.swiglu) {
+        b.Linear("expert_fc1_gate_up", expert_tokens, 2 * f / t, h);
+        b.Memory("expert_swiglu", expert_tokens * f / t, 3);
+        b.Linear("expert_fc2", expert_tokens, h, f / t);
+      } else if (experts && expert_tokens > 0) {
         b.Linear("expert_fc1", expert_tokens, f / t, h);
         b.Memory("expert_gelu", expert_tokens * f / t, 2);
         b.Linear("expert_fc2", expert_tokens, h, f / t);

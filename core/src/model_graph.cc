@@ -376,11 +376,15 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
       Layer moe = base(absl::StrCat("block", b, ".moe"), LayerKind::kMoe, b);
       moe.experts = e;
       moe.top_k = k;
-      moe.fwd_flops_per_sample = 2.0 * sd * hd * static_cast<double>(e) + static_cast<double>(k) * 4.0 * sd * hd * fd;
+      // SwiGLU experts (Mixtral): three matrices each, and the gate's and up's outputs kept.
+      moe.swiglu = shape.ffn == "swiglu";
+      const double expert_matrices = moe.swiglu ? 6.0 : 4.0;
+      moe.fwd_flops_per_sample =
+          2.0 * sd * hd * static_cast<double>(e) + static_cast<double>(k) * expert_matrices * sd * hd * fd;
       moe.bwd_flops_per_sample = 2.0 * moe.fwd_flops_per_sample;
-      moe.expert_params = 2 * h * f + f + h;
+      moe.expert_params = moe.swiglu ? 3 * h * f + 2 * f + h : 2 * h * f + f + h;
       moe.params = e * moe.expert_params + h * e + 2 * h;
-      moe.activation_bytes_per_sample = 4 * s * h + k * (3 * s * h + 4 * s * f);
+      moe.activation_bytes_per_sample = 4 * s * h + k * (3 * s * h + (moe.swiglu ? 6 : 4) * s * f);
       moe.activation_replicated_bytes_per_sample = 4 * s * h;
       g.layers.push_back(moe);
     } else {

@@ -333,6 +333,32 @@ TEST(PresetsTest, Llama3PresetsHaveTheirPublishedSizes) {
   }
 }
 
+TEST(PresetsTest, MixtralHasItsPublishedTotalAndActiveParameters) {
+  auto m = ModelPreset("mixtral-8x7b");
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ModelGraph& g = **m;
+  // Jiang et al. 2024: 46.7 B parameters, 12.9 B active (two of eight experts a token).
+  double inactive = 0;
+  int moe_layers = 0;
+  for (const Layer& l : g.layers) {
+    if (l.kind != LayerKind::kMoe) continue;
+    ++moe_layers;
+    EXPECT_TRUE(l.swiglu);
+    EXPECT_EQ(l.experts, 8);
+    EXPECT_EQ(l.top_k, 2);
+    // An expert: gate and up (h x f each), down (f x h), with biases.
+    EXPECT_EQ(l.expert_params, 3 * 4096LL * 14336 + 2 * 14336 + 4096);
+    // Forward FLOPs per sequence: the router's 2 s h E, then 2 experts of 3 matrices each.
+    const double s = 32768, h = 4096, f = 14336;
+    EXPECT_DOUBLE_EQ(l.fwd_flops_per_sample, 2 * s * h * 8 + 2 * 6 * s * h * f);
+    inactive += static_cast<double>((l.experts - l.top_k) * l.expert_params);
+  }
+  EXPECT_EQ(moe_layers, 32);
+  const double total = static_cast<double>(g.TotalParams());
+  EXPECT_NEAR(total / 46.7e9, 1.0, 0.003) << total;
+  EXPECT_NEAR((total - inactive) / 12.9e9, 1.0, 0.005) << total - inactive;
+}
+
 TEST(PresetsTest, BertLargeHasItsPublishedSize) {
   // BERT-large (Devlin et al. 2019): 24 x 1024, 16 heads, about 340M parameters. By hand with
   // the formula above (s 512, V 30522): 12·24·1024² + 13·24·1024 + 30522·1024 + 512·1024
@@ -373,7 +399,9 @@ TEST(PresetsTest, MoeModelsMatchClosedForms) {
     auto m = ModelPreset(name);
     ASSERT_TRUE(m.ok()) << name;
     const ModelGraph& g = **m;
-    if (g.shape.experts == 0) continue;
+    // The MoE-GPT closed form (GeLU experts, multi-head attention, learned positions); Mixtral
+    // has its own test above.
+    if (g.shape.experts == 0 || g.shape.ffn == "swiglu") continue;
     const double L = g.shape.layers, h = g.shape.hidden, s = g.shape.seq_len, V = g.shape.vocab;
     const double f = g.shape.ffn_hidden, E = g.shape.experts, k = g.shape.top_k;
     // Per block: attention 4h² + 6h; MoE: E experts of (2hf + f + h), gate hE, LayerNorm 2h.

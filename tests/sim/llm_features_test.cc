@@ -92,6 +92,33 @@ TEST(LlmFeatures, SwiGluHasThreeMatrices) {
   EXPECT_FALSE(BuildModelGraph(m).ok());
 }
 
+TEST(LlmFeatures, SwiGluExpertsHaveThreeMatricesEach) {
+  ModelShape m = Shape(2048);
+  m.family = "moe-gpt";
+  m.ffn = "swiglu";
+  m.experts = 8;
+  m.top_k = 2;
+  auto g = BuildModelGraph(m);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::int64_t h = 4096, s = 2048, f = 14336;
+  const Layer& moe = Find(*g, LayerKind::kMoe);
+  EXPECT_EQ(moe.expert_params, 3 * h * f + 2 * f + h);
+  EXPECT_EQ(moe.params, 8 * moe.expert_params + h * 8 + 2 * h);
+  EXPECT_DOUBLE_EQ(moe.fwd_flops_per_sample, 2.0 * s * h * 8 + 2 * 6.0 * s * h * f);
+  EXPECT_EQ(moe.activation_bytes_per_sample, 4 * s * h + 2 * (3 * s * h + 6 * s * f));
+  // Its kernels (router, then each token's two experts) add up to the layer's FLOPs.
+  LayerWork w{&moe, Phase::kForward, 1, 1, false, Precision::kBf16, 1.0};
+  EXPECT_DOUBLE_EQ(Flops(LayerKernels(w)), moe.fwd_flops_per_sample);
+  w.phase = Phase::kBackward;
+  EXPECT_DOUBLE_EQ(Flops(LayerKernels(w)), moe.bwd_flops_per_sample);
+  // GeLU experts stay as they were: two matrices.
+  m.ffn = "gelu";
+  auto gelu = BuildModelGraph(m);
+  ASSERT_TRUE(gelu.ok());
+  EXPECT_EQ(Find(*gelu, LayerKind::kMoe).expert_params, 2 * h * f + f + h);
+  EXPECT_FALSE(Find(*gelu, LayerKind::kMoe).swiglu);
+}
+
 TEST(LlmFeatures, FlashAttentionMemoryIsLinearInTheSequence) {
   ModelShape m = Shape(4096);
   m.kv_heads = 8;

@@ -86,7 +86,7 @@ struct Layer {
   std::int64_t block = -1;  // transformer block index (cnn: layer index); -1 for embedding and head
   std::int64_t hidden = 0, ffn_hidden = 0, heads = 0, seq_len = 0, vocab = 0, experts = 0, top_k = 1;
   std::int64_t kv_heads = 0;    // attention: key/value heads (grouped-query attention); = heads for MHA
-  bool swiglu = false;          // mlp: gate, up and down matrices with SiLU (else fc1, GeLU, fc2)
+  bool swiglu = false;          // mlp, MoE experts: gate, up and down matrices with SiLU (else fc1, GeLU, fc2)
   bool flash_attention = false; // attention: FlashAttention (fused, no s^2 activations)
   bool causal = true;
   double fwd_flops_per_sample = 0.0;  // matrix-multiply FLOPs, forward

@@ -94,7 +94,7 @@ MoeLayerShape MoeShapeOf(const ModelGraph& model, int l, int moe_index, int rank
   shape.expert_params = layer.expert_params;
   shape.element_bytes = ElementBytes(StoragePrecision(train.precision));
   shape.tokens_per_rank = static_cast<double>(train.micro_batch) * static_cast<double>(layer.seq_len);
-  shape.expert_flops_per_token = 4.0 * static_cast<double>(layer.hidden) * static_cast<double>(layer.ffn_hidden);
+  shape.expert_flops_per_token = (layer.swiglu ? 6.0 : 4.0) * static_cast<double>(layer.hidden) * static_cast<double>(layer.ffn_hidden);
   for (const Layer& other : model.layers) {
     if (other.block == layer.block && &other != &layer && layer.seq_len > 0) {
       shape.other_flops_per_token += other.fwd_flops_per_sample / static_cast<double>(layer.seq_len);
