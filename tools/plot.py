@@ -129,7 +129,8 @@ def device_figures(data, out_dir, written):
         drawn += 1
         n = len(t["device"]["values"])
         xs = list(range(n))
-        fig, (ax, mem) = plt.subplots(2, 1, figsize=(max(6, 0.25 * n), 6), sharex=True)
+        # Wide enough for a bar per device up to ~100 devices; beyond that the bars get thinner.
+        fig, (ax, mem) = plt.subplots(2, 1, figsize=(min(24, max(6, 0.25 * n)), 6), sharex=True)
         bottom = [0.0] * n
         for col, label in (("compute_s", "compute"), ("exposed_comm_s", "exposed communication"), ("idle_s", "idle")):
             if col not in t:

@@ -42,6 +42,16 @@ double ModelGraph::TrainFlopsPerSample() const noexcept {
   return total;
 }
 
+double ModelGraph::CausalTrainFlopsPerSample() const noexcept {
+  double total = TrainFlopsPerSample();
+  for (const Layer& l : layers) {
+    if (l.kind != LayerKind::kAttention || !l.causal) continue;
+    const double s = static_cast<double>(l.seq_len);
+    total -= 0.5 * 12.0 * s * s * static_cast<double>(l.hidden);
+  }
+  return total;
+}
+
 namespace {
 
 // Family "cnn": the input image, the convolution blocks (each halves the image, so it must

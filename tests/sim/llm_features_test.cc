@@ -119,6 +119,20 @@ TEST(LlmFeatures, SwiGluExpertsHaveThreeMatricesEach) {
   EXPECT_FALSE(Find(*gelu, LayerKind::kMoe).swiglu);
 }
 
+TEST(LlmFeatures, CausalFlopsCreditHalfOfTheScores) {
+  // 2 causal blocks: each attention's 4 s^2 h forward and 8 s^2 h backward counted half.
+  auto g = BuildModelGraph(Shape(2048));
+  ASSERT_TRUE(g.ok());
+  const double s = 2048, h = 4096;
+  EXPECT_DOUBLE_EQ(g->TrainFlopsPerSample() - g->CausalTrainFlopsPerSample(), 2 * 6 * s * s * h);
+  ModelShape bert = Shape(512);
+  bert.family = "bert";
+  bert.vocab = 30522;
+  auto b = BuildModelGraph(bert);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->CausalTrainFlopsPerSample(), b->TrainFlopsPerSample());  // nothing masked
+}
+
 TEST(LlmFeatures, FlashAttentionMemoryIsLinearInTheSequence) {
   ModelShape m = Shape(4096);
   m.kv_heads = 8;

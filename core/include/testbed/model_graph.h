@@ -141,6 +141,10 @@ struct ModelGraph {
   [[nodiscard]] std::int64_t TotalParams() const noexcept;  // shared weights counted once
   [[nodiscard]] double FwdFlopsPerSample() const noexcept;
   [[nodiscard]] double TrainFlopsPerSample() const noexcept;  // forward + backward
+  // The same with the attention scores of causal layers counted for the lower triangle only
+  // (half of the 4·s²·h forward and 8·s²·h backward): the convention of MFU figures that do
+  // not credit the masked half. TrainFlopsPerSample counts them whole, as Megatron-LM does.
+  [[nodiscard]] double CausalTrainFlopsPerSample() const noexcept;
   // Transformer blocks (mlp: hidden layers; cnn: conv blocks and dense layers, the units a
   // pipeline stage may hold besides the classifier).
   [[nodiscard]] int NumBlocks() const noexcept {

@@ -160,6 +160,9 @@ MetricSet SimMetrics(const ReportInputs& in) {
   m.Add("model_flops_per_iteration", model_flops, "FLOP");
   m.Add("achieved_tflops_per_device", T > 0 ? model_flops / T / n_used / 1e12 : 0, "TFLOP/s", Better::kHigher);
   m.Add("mfu", T > 0 && peak_flops > 0 ? model_flops / T / peak_flops : 0, "1", Better::kHigher);
+  // The attention scores' masked half not credited (the causal convention).
+  m.Add("mfu_causal", T > 0 && peak_flops > 0 ? in.model.CausalTrainFlopsPerSample() * samples / T / peak_flops : 0,
+        "1", Better::kHigher);
   m.Add("bubble_fraction", total > 0 ? idle / n_used / total : 0, "1", Better::kLower);
   m.Add("pipeline_startup_s", startup, "s", Better::kLower);
   m.Add("exposed_comm_s", exposed_max / steps, "s", Better::kLower);
