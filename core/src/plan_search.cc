@@ -233,10 +233,10 @@ absl::StatusOr<SearchResult> SearchPlans(const PlanningContext& ctx, const Searc
   std::vector<std::string> reasons;
   const int devices = ctx.cluster.num_devices();
   const int per_node = ctx.cluster.node_type_of(0).devices;
+  const int cp = std::max(1, ctx.parallel.cp);
   for (int tp : space.tp) {
     if (space.tp_within_node && tp > per_node) continue;
     for (int pp : space.pp) {
-      const int cp = std::max(1, ctx.parallel.cp);
       if (devices % (tp * pp * cp) != 0) continue;
       const int dp = devices / (tp * pp * cp);
       for (std::int64_t mb : space.micro_batch) {

@@ -18,42 +18,9 @@
 namespace testbed::testing {
 namespace {
 
-DeviceSpec Hopper() {
-  DeviceSpec d;
-  d.name = "hopper";
-  d.peak_flops = {{Precision::kFp32, 66.9e12}, {Precision::kBf16, 989.4e12}, {Precision::kFp16, 989.4e12}};
-  d.memory_bytes = std::int64_t{80} << 30;
-  d.memory_bandwidth_bytes_per_s = 3.35e12;
-  return d;
-}
+constexpr int kSeq = 4096, kHidden = 4096, kHeads = 32, kKvHeads = 8;  // LlamaLike's
 
-constexpr int kSeq = 4096, kHidden = 4096, kHeads = 32, kKvHeads = 8;
-
-ModelGraph Llama(int blocks) {
-  ModelShape m;
-  m.name = "llama-ish";
-  m.family = "gpt";
-  m.layers = blocks;
-  m.hidden = kHidden;
-  m.heads = kHeads;
-  m.kv_heads = kKvHeads;
-  m.ffn_hidden = 14336;
-  m.seq_len = kSeq;
-  m.vocab = 32000;
-  m.ffn = "swiglu";
-  m.attention = "flash";
-  m.positions = "rope";
-  m.tied_embeddings = false;
-  auto g = BuildModelGraph(m);
-  EXPECT_TRUE(g.ok()) << g.status();
-  return *g;
-}
-
-Cluster Hoppers(int devices) {
-  NodeType type = StarCluster(devices, 400e9, 1e-6).node_type_of(0);
-  type.device = Hopper();
-  return *Cluster::Build("hopper", {NodeGroup{type, 1}});
-}
+ModelGraph Llama(int blocks) { return LlamaLike(blocks, 32000); }
 
 // `replicas` replicas of one stage of `tp` devices; `cp` of them form each CP group.
 Plan OneStage(const ModelGraph& model, int tp, int replicas, int cp, int micro_batches,

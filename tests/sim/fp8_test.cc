@@ -18,38 +18,7 @@
 namespace testbed::testing {
 namespace {
 
-// An H100-like device: BF16 989.4 TFLOP/s, FP8 twice that, 3.35 TB/s.
-DeviceSpec Hopper() {
-  DeviceSpec d;
-  d.name = "hopper";
-  d.peak_flops = {{Precision::kFp32, 66.9e12},
-                  {Precision::kBf16, 989.4e12},
-                  {Precision::kFp16, 989.4e12},
-                  {Precision::kFp8, 1978.9e12}};
-  d.memory_bytes = std::int64_t{80} << 30;
-  d.memory_bandwidth_bytes_per_s = 3.35e12;
-  return d;
-}
-
-ModelGraph Llama(int blocks) {
-  ModelShape m;
-  m.name = "llama-ish";
-  m.family = "gpt";
-  m.layers = blocks;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.ffn_hidden = 14336;
-  m.seq_len = 4096;
-  m.vocab = 128256;
-  m.ffn = "swiglu";
-  m.attention = "flash";
-  m.positions = "rope";
-  m.tied_embeddings = false;
-  auto g = BuildModelGraph(m);
-  EXPECT_TRUE(g.ok()) << g.status();
-  return *g;
-}
+ModelGraph Llama(int blocks) { return LlamaLike(blocks, 128256); }
 
 const Layer& Find(const ModelGraph& g, LayerKind kind) {
   return *std::find_if(g.layers.begin(), g.layers.end(), [&](const Layer& l) { return l.kind == kind; });
@@ -163,9 +132,7 @@ struct Iteration {
 };
 
 Iteration Simulate(const ModelGraph& model, Precision precision) {
-  NodeType type = StarCluster(1, 400e9, 1e-6).node_type_of(0);
-  type.device = Hopper();
-  const Cluster cluster = *Cluster::Build("hopper", {NodeGroup{type, 1}});
+  const Cluster cluster = Hoppers(1);
   const roofline::RooflineModel dm(roofline::RooflineParams{});
   GridSpec grid;
   grid.micro_batch = 1;

@@ -96,4 +96,40 @@ Plan UniformPlan(const ModelGraph& model, int tp, int pp, int dp, int chunks, in
   return GridPlan(g);
 }
 
+DeviceSpec Hopper() {
+  DeviceSpec d;
+  d.name = "hopper";
+  d.peak_flops = {{Precision::kFp32, 66.9e12},
+                  {Precision::kBf16, 989.4e12},
+                  {Precision::kFp16, 989.4e12},
+                  {Precision::kFp8, 1978.9e12}};
+  d.memory_bytes = std::int64_t{80} << 30;
+  d.memory_bandwidth_bytes_per_s = 3.35e12;
+  return d;
+}
+
+Cluster Hoppers(int devices) {
+  NodeType type = StarCluster(devices, 400e9, 1e-6).node_type_of(0);
+  type.device = Hopper();
+  return *Cluster::Build("hopper", {NodeGroup{type, 1}});
+}
+
+ModelGraph LlamaLike(int blocks, std::int64_t vocab) {
+  ModelShape m;
+  m.name = "llama-ish";
+  m.family = "gpt";
+  m.layers = blocks;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.seq_len = 4096;
+  m.vocab = vocab;
+  m.ffn = "swiglu";
+  m.attention = "flash";
+  m.positions = "rope";
+  m.tied_embeddings = false;
+  return *BuildModelGraph(m);
+}
+
 }  // namespace testbed::testing

@@ -37,6 +37,13 @@ struct BridgedPairsSpec {
 };
 [[nodiscard]] Cluster BridgedPairs(const BridgedPairsSpec& spec);
 [[nodiscard]] ModelGraph Gpt(int blocks, int hidden = 1024, int seq = 1024);
+// An H100-like device: FP32 66.9, BF16 and FP16 989.4, FP8 1978.9 TFLOP/s; 80 GiB at 3.35 TB/s.
+[[nodiscard]] DeviceSpec Hopper();
+// `devices` Hopper devices on one star node (400 GB/s, 1 us links).
+[[nodiscard]] Cluster Hoppers(int devices);
+// A Llama-3-8B-like stack of `blocks`: 4096 wide, 32 heads, 8 KV heads, SwiGLU 14336,
+// sequence 4096, FlashAttention, rotary positions, untied embeddings.
+[[nodiscard]] ModelGraph LlamaLike(int blocks, std::int64_t vocab);
 // n blocks with measured times and parameter counts (the "layers" family).
 [[nodiscard]] ModelGraph MeasuredLayers(int n, double fwd_s, double bwd_s, std::int64_t params);
 // Blocks split evenly over pp x chunks (embedding with the first, head with the last).
