@@ -16,20 +16,22 @@ struct Builder {
     k.precision = arith;
     out.push_back(k);
   }
-  // C[m x n] = A[m x k] B[k x n]; backward adds dA = dC B^T and dB = A^T dC.
-  void Gemm(const char* name, double m, double n, double k, KernelKind kind = KernelKind::kGemm, double batch = 1) {
+  // C[m x n] = A[m x k] B[k x n]; backward adds dA = dC B^T and dB = A^T dC (B a weight
+  // matrix when `weights`).
+  void Gemm(const char* name, double m, double n, double k, KernelKind kind = KernelKind::kGemm, double batch = 1,
+            bool weights = false) {
     const double flops = 2.0 * m * n * k * batch;
     const double bytes = elem * (m * k + k * n + m * n) * batch;
     if (!backward) {
       Push({name, kind, flops, bytes});
     } else {
       Push({name, kind, flops, bytes});  // input gradient
-      Push({name, kind, flops, bytes});  // weight (or second operand) gradient
+      Push({name, kind, flops, bytes, arith, weights});  // weight (or second operand) gradient
     }
   }
   // The GEMM of a linear layer (weights times activations): FP8 operands under FP8 training.
   void Linear(const char* name, double m, double n, double k) {
-    if (!fp8) return Gemm(name, m, n, k);
+    if (!fp8) return Gemm(name, m, n, k, KernelKind::kGemm, 1, true);
     constexpr double kFp8Bytes = 1.0, kOut = 2.0;
     const double flops = 2.0 * m * n * k;
     if (!backward) {
@@ -39,7 +41,7 @@ struct Builder {
       Push({"fp8_cast_transpose", KernelKind::kMemory, 0.0, (elem + 2 * kFp8Bytes) * m * n});
       // dA = dC B^T (reads dC and B, writes dA); dB = A^T dC (reads A^T and dC, writes dB).
       out.push_back({name, KernelKind::kGemm, flops, kFp8Bytes * (m * n + k * n) + kOut * m * k, Precision::kFp8});
-      out.push_back({name, KernelKind::kGemm, flops, kFp8Bytes * (m * k + m * n) + kOut * k * n, Precision::kFp8});
+      out.push_back({name, KernelKind::kGemm, flops, kFp8Bytes * (m * k + m * n) + kOut * k * n, Precision::kFp8, true});
     }
   }
   // A memory-bound op over `elements` activations with `passes` reads+writes per element.
@@ -140,7 +142,7 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       const double expert_tokens = work.part == LayerPart::kWhole ? tokens * k : work.expert_tokens;
       if (gate) {
         b.Memory("layernorm", sp_tokens * h, 2);
-        b.Gemm("gate", tokens, static_cast<double>(l.experts), h);
+        b.Gemm("gate", tokens, static_cast<double>(l.experts), h, KernelKind::kGemm, 1, true);
         b.Memory("gate_softmax_topk", tokens * static_cast<double>(l.experts), 3);
         b.Memory("dispatch", tokens * k * h, 2);
       }
@@ -158,8 +160,8 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
     }
     case LayerKind::kHead:
       b.Memory("final_layernorm", sp_tokens * h, 2);
-      if (!l.causal) b.Gemm("mlm_transform", tokens, h, h);
-      b.Gemm("logits", tokens, v / t, h);
+      if (!l.causal) b.Gemm("mlm_transform", tokens, h, h, KernelKind::kGemm, 1, true);
+      b.Gemm("logits", tokens, v / t, h, KernelKind::kGemm, 1, true);
       // Cross-entropy on fp32 logits: read, exp, reduce, write the gradient.
       b.Push({"cross_entropy", KernelKind::kMemory, 0.0, 4.0 * tokens * v / t * (b.backward ? 2.0 : 3.0)});
       break;
@@ -209,8 +211,27 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       b.Memory("max_pool", map, 1.25);
       break;
     }
+    case LayerKind::kLstm: {
+      // Per direction (cuDNN's persistent-free LSTM): the input's share of the 4 gates for
+      // every token in one GEMM, then per time step the recurrent product of the batch's
+      // states and the fused gate arithmetic; the steps run one after another.
+      const double in = f, gates = 4 * h;
+      for (std::int64_t dir = 0; dir < l.lstm_directions; ++dir) {
+        b.Linear("lstm_input", tokens, gates, in);
+        for (std::int64_t step = 0; step < l.seq_len; ++step) {
+          b.Linear("lstm_recurrent", samples, gates, h);
+          b.Memory("lstm_gates", samples * gates, 2);
+        }
+      }
+      break;
+    }
     case LayerKind::kGiven:
       break;  // costed from its measured times (DeviceModel::LayerTime), not from kernels
+  }
+  // A backward split in two: the input gradients now, the weights' gradients later.
+  if (b.backward && (work.part == LayerPart::kBackwardData || work.part == LayerPart::kBackwardWeights)) {
+    const bool weights = work.part == LayerPart::kBackwardWeights;
+    std::erase_if(b.out, [&](const Kernel& k) { return k.weight_gradient != weights; });
   }
   return b.out;
 }
@@ -223,6 +244,7 @@ int Fp8LinearLayers(const Layer& l) noexcept {
     case LayerKind::kGnn: return l.gnn_op == GnnOp::kSage ? 2 : (l.gnn_op == GnnOp::kNone ? 0 : 1);
     case LayerKind::kDense:
     case LayerKind::kConv: return 1;
+    case LayerKind::kLstm: return static_cast<int>(2 * l.lstm_directions);
     case LayerKind::kEmbedding:
     case LayerKind::kHead:
     case LayerKind::kGiven: return 0;
@@ -237,11 +259,20 @@ namespace testbed {
 absl::StatusOr<double> DeviceModel::LayerTime(const LayerWork& work, const DeviceSpec& device) const {
   if (work.layer != nullptr && work.layer->kind == LayerKind::kGiven) {
     const Layer& l = *work.layer;
-    const double per_micro_batch = work.phase == Phase::kBackward ? l.given_bwd_s : l.given_fwd_s;
+    double per_micro_batch = work.phase == Phase::kBackward ? l.given_bwd_s : l.given_fwd_s;
+    // A measured backward split in two: half each (the two GEMMs of every linear layer).
+    if (work.part == LayerPart::kBackwardData || work.part == LayerPart::kBackwardWeights) per_micro_batch /= 2;
     const double scale = l.given_micro_batch > 0
                              ? static_cast<double>(work.micro_batch) / static_cast<double>(l.given_micro_batch)
                              : 1.0;
     return per_micro_batch * scale * work.fraction;
+  }
+  if ((work.part == LayerPart::kBackwardData || work.part == LayerPart::kBackwardWeights) && !PricesBackwardParts()) {
+    LayerWork whole = work;
+    whole.part = LayerPart::kWhole;
+    absl::StatusOr<double> t = ComputeLayerTime(whole, device);
+    if (!t.ok()) return t.status();
+    return *t / 2;
   }
   return ComputeLayerTime(work, device);
 }
@@ -251,6 +282,8 @@ const char* LayerPartName(LayerPart part) noexcept {
     case LayerPart::kWhole: return "whole";
     case LayerPart::kMoeGate: return "gate";
     case LayerPart::kMoeExperts: return "experts";
+    case LayerPart::kBackwardData: return "data-grad";
+    case LayerPart::kBackwardWeights: return "weight-grad";
   }
   return "?";
 }

@@ -6,6 +6,8 @@
 #include "absl/strings/str_format.h"
 #include "memory_budget.h"
 #include "model_gnn.h"
+#include "model_records.h"
+#include "model_seq.h"
 
 namespace testbed {
 
@@ -20,6 +22,7 @@ const char* LayerKindName(LayerKind kind) noexcept {
     case LayerKind::kDense: return "dense";
     case LayerKind::kConv: return "conv";
     case LayerKind::kGiven: return "given";
+    case LayerKind::kLstm: return "lstm";
   }
   return "?";
 }
@@ -106,10 +109,17 @@ absl::Status CheckShape(const ModelShape& s) {
   auto bad = [&](std::string what) {
     return absl::InvalidArgumentError(absl::StrCat("model '", s.name, "': ", what));
   };
-  if (s.family != "gpt" && s.family != "bert" && s.family != "moe-gpt" && s.family != "mlp" && s.family != "cnn" &&
-      s.family != "gnn") {
-    return bad(absl::StrCat("family '", s.family, "' is not one of gpt, bert, moe-gpt, mlp, cnn, gnn"));
+  static const char* kFamilies[] = {"gpt", "bert", "moe-gpt", "mlp", "cnn", "gnn", "lstm", "gnmt", "transformer"};
+  if (std::find(std::begin(kFamilies), std::end(kFamilies), s.family) == std::end(kFamilies)) {
+    return bad(absl::StrCat("family '", s.family, "' is not one of gpt, bert, moe-gpt, mlp, cnn, gnn, lstm, gnmt, "
+                            "transformer"));
   }
+  const bool encoder_decoder = s.family == "gnmt" || s.family == "transformer";
+  if (!encoder_decoder && s.decoder_layers != 0) {
+    return bad(absl::StrCat("decoder_layers (", s.decoder_layers, ") is a key of the encoder-decoder families gnmt "
+                            "and transformer, not ", s.family));
+  }
+  if (s.family == "lstm" || s.family == "gnmt") return absl::OkStatus();  // BuildSeqModel checks its shape
   if (s.family == "cnn") return CheckCnnShape(s);
   if (s.family == "gnn") return absl::OkStatus();  // BuildGnn checks its shape
   if (s.family == "mlp") {
@@ -314,124 +324,28 @@ absl::StatusOr<ModelGraph> BuildModelGraph(const ModelShape& shape) {
     return BuildGiven(shape);
   }
   if (absl::Status st = CheckShape(shape); !st.ok()) return st;
-  const double records = 2.0 * static_cast<double>(shape.layers) + 2 + static_cast<double>(shape.conv_channels.size());
+  const double records = 2.0 * static_cast<double>(shape.layers) + 3.0 * static_cast<double>(shape.decoder_layers) + 3 +
+                         static_cast<double>(shape.conv_channels.size());
   if (absl::Status st = CheckGraphSize(shape, records); !st.ok()) return st;
   if (shape.family == "mlp") return BuildMlp(shape);
   if (shape.family == "cnn") return BuildCnn(shape);
   if (shape.family == "gnn") return BuildGnn(shape);
+  if (shape.family == "lstm" || shape.family == "gnmt" || shape.family == "transformer") return BuildSeqModel(shape);
   ModelGraph g;
   g.shape = shape;
-  const std::int64_t h = shape.hidden, s = shape.seq_len, a = shape.heads, v = shape.vocab;
-  const std::int64_t f = shape.ffn_hidden > 0 ? shape.ffn_hidden : 4 * h;
-  g.shape.ffn_hidden = f;
-  const bool causal = shape.family != "bert";
-  const double hd = static_cast<double>(h), sd = static_cast<double>(s), fd = static_cast<double>(f);
-  // Grouped-query attention: K and V have kv heads of h / a each, kv_h = h kv / a columns.
-  const std::int64_t kv = shape.kv_heads > 0 ? shape.kv_heads : a;
-  const std::int64_t kv_h = h / a * kv;
-  g.shape.kv_heads = kv;
-
-  auto base = [&](std::string name, LayerKind kind, std::int64_t block) {
-    Layer l;
-    l.name = std::move(name);
-    l.kind = kind;
-    l.block = block;
-    l.hidden = h;
-    l.ffn_hidden = f;
-    l.heads = a;
-    l.seq_len = s;
-    l.vocab = v;
-    l.kv_heads = kv;
-    l.causal = causal;
-    l.output_bytes_per_sample = 2 * s * h;  // fp16 hidden states handed to the next layer
-    return l;
-  };
-
-  // Token and position embeddings (lookups: no matrix FLOPs). Megatron's vocab-parallel
-  // embedding all-reduces its output in forward; its input needs no gradient.
-  Layer emb = base("embedding", LayerKind::kEmbedding, -1);
-  emb.params = v * h + (shape.positions == "rope" ? 0 : s * h);  // rotary positions have no table
-  emb.activation_bytes_per_sample = s * h;  // dropout mask, one byte per element
-  emb.activation_replicated_bytes_per_sample = s * h;
-  emb.tp_fwd_allreduce_bytes_per_sample = 2 * s * h;
-  g.layers.push_back(emb);
-
+  const TransformerDims d = DimsOf(shape);
+  g.shape.ffn_hidden = d.f;
+  g.shape.kv_heads = d.kv;
+  g.layers.push_back(EmbeddingRecord(d));
   for (std::int64_t b = 0; b < shape.layers; ++b) {
-    // Attention block: LayerNorm, QKV projection, scores, softmax, weighted values,
-    // output projection. Matrix FLOPs per sequence: 2·s·h·(h + 2 kv_h) + 2·s²·h + 2·s²·h +
-    // 2·s·h·h (2·s·h·3h for the QKV projection with as many key/value heads as heads).
-    Layer att = base(absl::StrCat("block", b, ".attention"), LayerKind::kAttention, b);
-    att.flash_attention = shape.attention == "flash";
-    const double qkvo = static_cast<double>(2 * h + 2 * kv_h);  // columns of Q, K, V and O
-    att.fwd_flops_per_sample = 2.0 * sd * hd * qkvo + 4.0 * sd * sd * hd;
-    att.bwd_flops_per_sample = 2.0 * att.fwd_flops_per_sample;
-    att.params = 2 * h * h + 2 * h * kv_h + 2 * h + 2 * kv_h + 2 * h;
-    // Korthikanti et al. 2022, Sec. 4.1: 11sh + 5as² for attention, 2sh for its LayerNorm.
-    // The 11sh: the QKV input 2sh, Q 2sh, K and V 2sh each (2 s kv_h under GQA), the
-    // projection's input 2sh, its dropout mask sh. The 5as²: softmax output 2as², its dropout
-    // mask as², the dropped-out scores 2as²; FlashAttention keeps none of them, only the
-    // softmax's log-sum-exp (fp32, 4as) and recomputes the scores in backward.
-    att.activation_score_bytes_per_sample = att.flash_attention ? 0 : 5 * a * s * s;
-    att.activation_bytes_per_sample = 9 * s * h + 4 * s * kv_h + att.activation_score_bytes_per_sample +
-                                      (att.flash_attention ? 4 * a * s : 0);
-    // Not split by TP: LayerNorm input 2sh, QKV input 2sh, output dropout mask sh.
-    att.activation_replicated_bytes_per_sample = 5 * s * h;
-    att.tp_fwd_allreduce_bytes_per_sample = 2 * s * h;  // after the row-parallel projection
-    att.tp_bwd_allreduce_bytes_per_sample = 2 * s * h;  // before the column-parallel QKV
-    g.layers.push_back(att);
-
+    g.layers.push_back(AttentionRecord(d, absl::StrCat("block", b, ".attention"), b, d.causal));
     if (shape.experts > 0) {
-      // MoE block: gate (h x E), each token through top_k expert FFNs.
-      const std::int64_t e = shape.experts, k = shape.top_k;
-      Layer moe = base(absl::StrCat("block", b, ".moe"), LayerKind::kMoe, b);
-      moe.experts = e;
-      moe.top_k = k;
-      // SwiGLU experts (Mixtral): three matrices each, and the gate's and up's outputs kept.
-      moe.swiglu = shape.ffn == "swiglu";
-      const double expert_matrices = moe.swiglu ? 6.0 : 4.0;
-      moe.fwd_flops_per_sample =
-          2.0 * sd * hd * static_cast<double>(e) + static_cast<double>(k) * expert_matrices * sd * hd * fd;
-      moe.bwd_flops_per_sample = 2.0 * moe.fwd_flops_per_sample;
-      moe.expert_params = moe.swiglu ? 3 * h * f + 2 * f + h : 2 * h * f + f + h;
-      moe.params = e * moe.expert_params + h * e + 2 * h;
-      moe.activation_bytes_per_sample = 4 * s * h + k * (3 * s * h + (moe.swiglu ? 6 : 4) * s * f);
-      moe.activation_replicated_bytes_per_sample = 4 * s * h;
-      g.layers.push_back(moe);
+      g.layers.push_back(MoeRecord(d, absl::StrCat("block", b, ".moe"), b, shape.experts, shape.top_k));
     } else {
-      // MLP block: LayerNorm, h -> f, GeLU, f -> h. Matrix FLOPs 2·2·s·h·f. SwiGLU: gate and
-      // up h -> f, SiLU(gate) x up, down f -> h: 3·2·s·h·f.
-      Layer mlp = base(absl::StrCat("block", b, ".mlp"), LayerKind::kMlp, b);
-      mlp.swiglu = shape.ffn == "swiglu";
-      mlp.fwd_flops_per_sample = (mlp.swiglu ? 6.0 : 4.0) * sd * hd * fd;
-      mlp.bwd_flops_per_sample = 2.0 * mlp.fwd_flops_per_sample;
-      mlp.params = mlp.swiglu ? 3 * h * f + 2 * f + h + 2 * h : 2 * h * f + f + h + 2 * h;
-      // Korthikanti: 19sh for f = 4h (2sh input, 8sh GeLU in, 8sh GeLU out, sh mask) + 2sh
-      // LayerNorm; in general 5sh + 4sf. SwiGLU keeps the gate's and up's outputs and their
-      // product (the down projection's input): 5sh + 6sf.
-      mlp.activation_bytes_per_sample = 5 * s * h + (mlp.swiglu ? 6 : 4) * s * f;
-      mlp.activation_replicated_bytes_per_sample = 5 * s * h;  // LayerNorm, fc1 input, dropout mask
-      mlp.tp_fwd_allreduce_bytes_per_sample = 2 * s * h;
-      mlp.tp_bwd_allreduce_bytes_per_sample = 2 * s * h;
-      g.layers.push_back(mlp);
+      g.layers.push_back(MlpRecord(d, absl::StrCat("block", b, ".mlp"), b));
     }
   }
-
-  // Output head: final LayerNorm, logits (2·s·h·V), softmax cross-entropy in fp32.
-  Layer head = base("head", LayerKind::kHead, -1);
-  head.fwd_flops_per_sample = 2.0 * sd * hd * static_cast<double>(v);
-  if (!causal) head.fwd_flops_per_sample += 2.0 * sd * hd * hd;  // BERT's MLM transform
-  head.bwd_flops_per_sample = 2.0 * head.fwd_flops_per_sample;
-  head.params = 2 * h + (causal ? 0 : h * h + 3 * h);
-  if (shape.tied_embeddings) {
-    head.shared_params = v * h;  // the output matrix is the embedding's
-  } else {
-    head.params += v * h;
-  }
-  head.activation_bytes_per_sample = 4 * s * h + 4 * s * v;
-  head.activation_replicated_bytes_per_sample = 4 * s * h;  // logits are vocab-parallel
-  head.output_bytes_per_sample = 0;
-  head.tp_bwd_allreduce_bytes_per_sample = 2 * s * h;  // gradient of the replicated input
-  g.layers.push_back(head);
+  g.layers.push_back(HeadRecord(d, shape.tied_embeddings, !d.causal));
   return g;
 }
 

@@ -192,7 +192,7 @@ absl::Status CheckProgram(const PipelineProgram& program, int pp, int chunks, in
   return absl::OkStatus();
 }
 
-PipelineProgram PipeDream2BWProgram(int pp, int m, int iterations) {
+PipelineProgram PipeDream2BWProgram(int pp, int m, int iterations, bool deferred_update) {
   PipelineProgram p;
   p.spans_iterations = true;
   p.weight_versions = 2;
@@ -218,6 +218,19 @@ PipelineProgram PipeDream2BWProgram(int pp, int m, int iterations) {
     // goes just before the first forward of iteration i + 2 (or at the end).
     auto& ops = p.stages[static_cast<size_t>(s)];
     int next_step = 0;
+    if (!deferred_update) {
+      // Each iteration's step right after its last backward on this stage.
+      for (const PipelineOp& o : flat) {
+        ops.push_back(o);
+        if (o.kind == PipelineOp::Kind::kBackward && o.micro_batch == m - 1) {
+          PipelineOp st;
+          st.kind = PipelineOp::Kind::kOptimizerStep;
+          st.iteration = o.iteration;
+          ops.push_back(st);
+        }
+      }
+      continue;
+    }
     for (const PipelineOp& o : flat) {
       if (o.kind == PipelineOp::Kind::kForward && o.micro_batch == 0 && o.iteration >= 2) {
         PipelineOp st;
@@ -235,6 +248,42 @@ PipelineProgram PipeDream2BWProgram(int pp, int m, int iterations) {
     }
   }
   return p;
+}
+
+absl::StatusOr<Schedule> ExpandOneFOneB(const SchedulingContext& ctx, const ExpandOptions& options,
+                                        std::string_view scheduler) {
+  if (ctx.plan.virtual_stages() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(scheduler), " runs one model chunk per stage; the plan "
+                                                   "has virtual stages (interleaved_1f1b runs them)"));
+  }
+  const int pp = ctx.plan.pp();
+  return ExpandPipeline(
+      ctx, ProgramSource([pp](int m) -> absl::StatusOr<PipelineProgram> { return OneFOneBProgram(pp, m); }), options);
+}
+
+absl::StatusOr<Schedule> ExpandPipeDream2BW(const SchedulingContext& ctx, const ExpandOptions& options,
+                                            bool deferred_update, std::string_view scheduler) {
+  if (ctx.plan.virtual_stages() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(scheduler), " runs one model chunk per stage; the plan has virtual stages"));
+  }
+  const int pp = ctx.plan.pp(), iterations = ctx.iterations;
+  const std::string who(scheduler);
+  return ExpandPipeline(ctx,
+                        ProgramSource([pp, iterations, deferred_update, who](int m) -> absl::StatusOr<PipelineProgram> {
+                          // An iteration's update lands before the forwards of the iteration after
+                          // next; with fewer micro-batches than stages some of those would already
+                          // have run on the old weights.
+                          if (m < pp) {
+                            return absl::InvalidArgumentError(absl::StrCat(
+                                who, " (PipeDream-2BW) coalesces the gradients of at least as many micro-batches "
+                                "as there are stages (m >= depth); the plan runs ", m,
+                                " micro-batches per iteration over ", pp,
+                                " stages: raise train.global_batch or lower train.micro_batch"));
+                          }
+                          return PipeDream2BWProgram(pp, m, iterations, deferred_update);
+                        }),
+                        options);
 }
 
 }  // namespace testbed

@@ -61,6 +61,7 @@ const char* Name(int s) noexcept {
     case kParamComm2: return "param-comm-2";
     case kDataComm2: return "dp-comm-2";
     case kContextComm: return "cp-comm";
+    case kSparseComm: return "sparse-comm";
     default: return "stream";
   }
 }

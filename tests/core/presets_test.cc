@@ -241,6 +241,17 @@ TEST(PresetsTest, HeterogeneousGroupsAndInlineOverrides) {
   auto bigger = ClusterOf("[cluster]\npreset = \"hpwnv-8\"\nnodes = 3\n");
   ASSERT_TRUE(bigger.ok()) << bigger.status();
   EXPECT_EQ((*bigger)->num_devices(), 12);
+
+  // A preset node with a key overridden: HPWNV nodes on 1 Gb/s Ethernet instead of 10.
+  auto slow = ClusterOf("[cluster]\nnodes = 2\nnode = { preset = \"hpwnv-eth\", nic_link = \"gbe\" }\n");
+  auto fast = ClusterOf("[cluster]\npreset = \"hpwnv-eth\"\nnodes = 2\n");
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  double slowest = 1e30, fastest = 1e30;
+  for (LinkId l : (*slow)->Route(0, 4)) slowest = std::min(slowest, (*slow)->links()[static_cast<size_t>(l)].spec.bandwidth_bytes_per_s);
+  for (LinkId l : (*fast)->Route(0, 4)) fastest = std::min(fastest, (*fast)->links()[static_cast<size_t>(l)].spec.bandwidth_bytes_per_s);
+  EXPECT_DOUBLE_EQ(slowest, 0.125e9);
+  EXPECT_DOUBLE_EQ(fastest, 1.25e9);
 }
 
 TEST(PresetsTest, ClusterErrorsNameTheProblem) {
@@ -279,11 +290,15 @@ TEST(PresetsTest, EveryModelLoads) {
     ASSERT_TRUE(m.ok()) << name << ": " << m.status();
     const ModelGraph& g = **m;
     EXPECT_EQ(g.shape.name, name);
-    // embedding + 2 per block + head
-    EXPECT_EQ(g.layers.size(), static_cast<size_t>(2 * g.shape.layers + 2)) << name;
+    // embedding + 2 per block + head (an LSTM layer per block; GNMT's attention in its first
+    // decoder block; a Transformer decoder block of 3: tests/sim/seq_models_test.cc)
+    const std::string& f = g.shape.family;
+    const std::int64_t L = g.shape.layers, D = g.shape.decoder_layers;
+    const std::int64_t expected = f == "lstm" ? L + 2 : f == "gnmt" ? L + D + 3 : 2 * L + 3 * D + 2;
+    EXPECT_EQ(g.layers.size(), static_cast<size_t>(expected)) << name;
     EXPECT_EQ(g.layers.front().kind, LayerKind::kEmbedding);
     EXPECT_EQ(g.layers.back().kind, LayerKind::kHead);
-    EXPECT_EQ(g.shape.hidden % g.shape.heads, 0) << name;
+    if (f != "lstm" && f != "gnmt") EXPECT_EQ(g.shape.hidden % g.shape.heads, 0) << name;
   }
 }
 
@@ -295,8 +310,9 @@ TEST(PresetsTest, DenseModelsMatchClosedForms) {
     const ModelGraph& g = **m;
     // The classic GPT / BERT block only (no MoE, GQA, SwiGLU, FlashAttention or rotary
     // positions: tests/sim/llm_features_test.cc has those).
-    if (g.shape.experts > 0 || g.shape.kv_heads != g.shape.heads || g.shape.ffn != "gelu" ||
-        g.shape.attention != "standard" || g.shape.positions != "learned") {
+    if ((g.shape.family != "gpt" && g.shape.family != "bert") || g.shape.experts > 0 ||
+        g.shape.kv_heads != g.shape.heads || g.shape.ffn != "gelu" || g.shape.attention != "standard" ||
+        g.shape.positions != "learned") {
       continue;
     }
     const double L = g.shape.layers, h = g.shape.hidden, s = g.shape.seq_len, V = g.shape.vocab;

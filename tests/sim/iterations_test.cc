@@ -105,6 +105,51 @@ TEST(Iterations, PipeDream2BWAppliesEachUpdateBeforeTheIterationAfterNext) {
   }
 }
 
+TEST(Iterations, PipeDream2BWCanStepAtEachIterationsLastBackwardInstead) {
+  // PipeDream-2BW's runtime: each stage steps right after its last backward of an iteration.
+  const PipelineProgram prog = PipeDream2BWProgram(3, 4, 3, false);
+  ASSERT_TRUE(CheckProgram(prog, 3, 1, 4, 3).ok()) << CheckProgram(prog, 3, 1, 4, 3);
+  for (const auto& ops : prog.stages) {
+    int steps = 0;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      if (ops[k].kind != PipelineOp::Kind::kOptimizerStep) continue;
+      EXPECT_EQ(ops[k].iteration, steps++);
+      ASSERT_GT(k, 0u);
+      EXPECT_EQ(ops[k - 1].kind, PipelineOp::Kind::kBackward);
+      EXPECT_EQ(ops[k - 1].micro_batch, 3);
+      EXPECT_EQ(ops[k - 1].iteration, ops[k].iteration);
+    }
+    EXPECT_EQ(steps, 3);
+  }
+  // Free communication: the same closed form as the deferred update (an untied head: with a
+  // tied one, the last stage's step waits for the first stage's embedding gradient); with a
+  // slow gradient all-reduce (2 replicas, 1 GB/s) the stage waits at each step, the deferred
+  // one does not.
+  const int p = 2, m = 4, n = 3;
+  ModelShape shape;
+  shape.name = "untied";
+  shape.layers = 4;
+  shape.hidden = 1024;
+  shape.heads = 16;
+  shape.seq_len = 1024;
+  shape.vocab = 1024;
+  shape.tied_embeddings = false;
+  const ModelGraph model = *BuildModelGraph(shape);
+  const double f = 4 * kLayer, b = 2 * f;
+  ProgramSource deferred = [](int mb) -> absl::StatusOr<PipelineProgram> { return PipeDream2BWProgram(2, mb, 3); };
+  ProgramSource at_last = [](int mb) -> absl::StatusOr<PipelineProgram> { return PipeDream2BWProgram(2, mb, 3, false); };
+  {
+    const Cluster cluster = StarCluster(p, 1e10, 1e-6);
+    const Plan plan = UniformPlan(model, 1, p, 1, 1, m);
+    EXPECT_NEAR(RunProgram(model, cluster, plan, at_last, n, true).result.iteration_time_s, (n * m + p - 1) * (f + b), 1e-12);
+  }
+  const Cluster cluster = StarCluster(2 * p, 1e9, 1e-6);
+  const Plan plan = UniformPlan(model, 1, p, 2, 1, m);
+  const double waiting = RunProgram(model, cluster, plan, at_last, n, false).result.iteration_time_s;
+  const double deferring = RunProgram(model, cluster, plan, deferred, n, false).result.iteration_time_s;
+  EXPECT_GT(waiting, deferring);
+}
+
 ModelGraph Moe() {
   ModelShape s;
   s.name = "test-moe";

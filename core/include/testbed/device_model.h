@@ -17,8 +17,10 @@ enum class Phase { kForward, kBackward, kRecompute };
 
 // The part of a layer a task runs. A MoE layer under expert parallelism runs as its gate
 // (norm, router, token permutation) on each rank, then its experts on the tokens each rank
-// received (LayerWork::expert_tokens).
-enum class LayerPart : std::uint8_t { kWhole, kMoeGate, kMoeExperts };
+// received (LayerWork::expert_tokens). A backward split in two (ExpandOptions::split_backward)
+// runs the input gradients first (kBackwardData: every kernel but the weight-gradient GEMMs,
+// on the path to the layers before) and the weights' gradients later (kBackwardWeights).
+enum class LayerPart : std::uint8_t { kWhole, kMoeGate, kMoeExperts, kBackwardData, kBackwardWeights };
 [[nodiscard]] const char* LayerPartName(LayerPart part) noexcept;
 
 // The work of one layer on one device for one micro-batch.
@@ -49,7 +51,9 @@ class DeviceModel : public Component {
   // Time of one layer's forward, backward or recompute on `device`. Excludes the
   // tensor-parallel communication (that is a collective of its own). A layer with measured
   // times (LayerKind::kGiven) costs what it was given, scaled to the work's samples (recompute
-  // as forward); every other layer goes to ComputeLayerTime.
+  // as forward); every other layer goes to ComputeLayerTime. A part of a split backward
+  // (LayerPart::kBackwardData, kBackwardWeights) costs what ComputeLayerTime gives it where
+  // the model prices the parts (PricesBackwardParts), else half the whole backward.
   [[nodiscard]] absl::StatusOr<double> LayerTime(const LayerWork& work, const DeviceSpec& device) const;
 
   // Time of a generic kernel doing `flops` of arithmetic at `precision` and moving `bytes`
@@ -57,6 +61,10 @@ class DeviceModel : public Component {
   [[nodiscard]] virtual absl::StatusOr<double> KernelTime(double flops, double bytes,
                                                           Precision precision,
                                                           const DeviceSpec& device) const = 0;
+
+  // Whether ComputeLayerTime prices the input-gradient and weight-gradient parts of a split
+  // backward apart (from the kernels of each part, say).
+  [[nodiscard]] virtual bool PricesBackwardParts() const noexcept { return false; }
 
  protected:
   // The model's own cost of a layer. Inputs: a layer of a ModelGraph, a positive micro-batch

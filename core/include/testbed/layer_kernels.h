@@ -26,11 +26,14 @@ struct Kernel {
   // The arithmetic's format: the work's precision, except under FP8 training, where the
   // linear layers' GEMMs are kFp8 and everything else is kBf16 (StoragePrecision).
   Precision precision = Precision::kFp16;
+  // A backward GEMM forming a weight's gradient (not needed by the layers before).
+  bool weight_gradient = false;
 };
 
 // Kernels of `work` (forward, backward or recompute). Backward of a GEMM is two GEMMs
 // (input and weight gradients); backward of a memory-bound op reads and writes about twice
-// what its forward does. Unknown layer kinds give an empty list.
+// what its forward does. Unknown layer kinds give an empty list. A backward's part
+// kBackwardData keeps every kernel but the weight-gradient GEMMs, kBackwardWeights only those.
 //
 // FP8 training (work.precision kFp8, Transformer Engine's recipe as Megatron-Core runs it):
 // the linear layers' GEMMs (QKV, projection, FFN, experts; dense, convolution and graph

@@ -11,7 +11,7 @@
 
 namespace testbed {
 
-enum class LayerKind { kEmbedding, kAttention, kMlp, kMoe, kHead, kGnn, kDense, kConv, kGiven };
+enum class LayerKind { kEmbedding, kAttention, kMlp, kMoe, kHead, kGnn, kDense, kConv, kGiven, kLstm };
 [[nodiscard]] const char* LayerKindName(LayerKind kind) noexcept;
 
 // The graph layer of a GNN (family "gnn"): GraphSAGE with mean aggregation (Hamilton et al.
@@ -42,11 +42,21 @@ struct GivenLayer {
 // dense layers of width `hidden` with GELU, then `vocab` classes; seq_len 1), or of a
 // sampling-based GNN node classifier (family "gnn": `inputs` features per vertex, one graph
 // layer of kind `gnn_layer` per entry of `fanouts`, hidden width `hidden`, `vocab` classes;
-// a sample is one seed vertex of a mini-batch, seq_len 1).
+// a sample is one seed vertex of a mini-batch, seq_len 1), or of the NLP models of the
+// sparse-embedding papers (family "lstm": an LSTM language model, token embedding of width
+// `hidden`, `layers` LSTM layers of `hidden`, a softmax over `vocab`; family "gnmt": Wu et
+// al. 2016's translation model, `layers` encoder LSTM layers (the first bidirectional) and
+// `decoder_layers` decoder LSTM layers with attention, one table of `vocab` rows for source
+// and target; family "transformer": Vaswani et al. 2017's encoder-decoder, `layers` encoder
+// and `decoder_layers` decoder blocks, one table shared by source, target and the softmax;
+// a sample is a sentence pair of seq_len tokens on each side).
 struct ModelShape {
   std::string name;
-  std::string family = "gpt";  // "gpt" (causal) | "bert" (bidirectional) | "moe-gpt" | "mlp" | "cnn" | "gnn" | "layers"
+  // "gpt" (causal) | "bert" (bidirectional) | "moe-gpt" | "mlp" | "cnn" | "gnn" | "layers" |
+  // "lstm" | "gnmt" | "transformer"
+  std::string family = "gpt";
   std::int64_t layers = 0;
+  std::int64_t decoder_layers = 0;  // gnmt, transformer: decoder LSTM layers or blocks
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
   std::int64_t ffn_hidden = 0;
@@ -89,6 +99,17 @@ struct Layer {
   bool swiglu = false;          // mlp, MoE experts: gate, up and down matrices with SiLU (else fc1, GeLU, fc2)
   bool flash_attention = false; // attention: FlashAttention (fused, no s^2 activations)
   bool causal = true;
+  // Encoder-decoder models: an attention layer whose queries come from the decoder and whose
+  // keys and values from the encoder's output (non-causal).
+  bool cross_attention = false;
+  // kEmbedding: sequences of seq_len tokens a sample looks up in the table (encoder-decoder
+  // models sharing one table between source and target: 2). Only the rows its tokens name
+  // get a gradient (sparse), which sparse embedding communication exploits.
+  std::int64_t embedding_streams = 1;
+  // kLstm: an LSTM layer from `ffn_hidden` input features to `hidden` per token and
+  // direction, over seq_len time steps, in `lstm_directions` directions (2: bidirectional,
+  // outputs concatenated).
+  std::int64_t lstm_directions = 1;
   double fwd_flops_per_sample = 0.0;  // matrix-multiply FLOPs, forward
   double bwd_flops_per_sample = 0.0;  // backward (input and weight gradients): 2 x forward
   std::int64_t params = 0;            // parameter count held by this layer
@@ -149,7 +170,7 @@ struct ModelGraph {
   // pipeline stage may hold besides the classifier).
   [[nodiscard]] int NumBlocks() const noexcept {
     const std::int64_t conv = shape.family == "cnn" ? static_cast<std::int64_t>(shape.conv_channels.size()) : 0;
-    return static_cast<int>(shape.layers + conv);
+    return static_cast<int>(shape.layers + shape.decoder_layers + conv);
   }
 };
 

@@ -8,8 +8,10 @@
 // the backward pass, and the optimizer step, for every iteration of the run.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -57,6 +59,16 @@ struct PipelineProgram {
 // stage s runs row s of the program made for its count (per-replica counts may differ).
 using ProgramSource = std::function<absl::StatusOr<PipelineProgram>(int micro_batches)>;
 
+// How data-parallel replicas exchange an embedding table's gradient. kAllReduce: the whole
+// table's gradient, dense, in the gradient buckets (Horovod, PyTorch DDP). kAllToAll: sparse
+// embedding communication (EmbRace's sparsity-aware hybrid communication): the replicas of
+// the stage holding the embedding own its rows in turn (row r: replica r mod dp, model
+// parallel); each iteration a replica fetches the rows its batch names from their owners
+// before its first forward and sends their gradients to the owners after its last backward,
+// each an all-to-all-v on the sparse-comm stream sized by StepInput::embedding_rows, and the
+// owners update their rows; the other layers' gradients are all-reduced as before.
+enum class EmbeddingExchange : std::uint8_t { kAllReduce, kAllToAll };
+
 struct ExpandOptions {
   // > 1: sub-pipelined tensor parallelism (Merak) / overlapped sub-batches (Oases): each
   // layer's compute runs in this many parts and the collective of one part overlaps the
@@ -93,6 +105,19 @@ struct ExpandOptions {
   // with the GEMM that produces them, the next op starting once the whole result is
   // reduced). false: each sub-batch runs on through the layers (Merak, Oases).
   bool tp_chunk_join = false;
+  EmbeddingExchange embedding_exchange = EmbeddingExchange::kAllReduce;
+  // kAllToAll: the next iteration's rows that this iteration does not update are fetched as
+  // soon as this iteration's lookups are done, so that only the updated rows wait for the
+  // gradient exchange (EmbRace's relaxed embedding dependency).
+  bool embedding_prefetch = false;
+  // Every backward in two parts (LayerPart::kBackwardData, kBackwardWeights): the input
+  // gradients of a chunk's layers first, down to its first layer, whose gradient then exists
+  // before the other weights' (EmbRace's reordered backward, ZeroBubble's B and W), then the
+  // weights' gradients, last layer first.
+  bool split_backward = false;
+  // Task::priority of the communication on each stream (all 0: every transfer shares links
+  // evenly); a send's receive takes its send's.
+  std::array<std::uint8_t, streams::kCount> stream_priority{};
 };
 
 // The parameters every pipeline scheduler takes for its expansion (tp_chunks, tp_overlap,
@@ -114,8 +139,12 @@ struct ExpandOptions {
 // an iteration's micro-batches are coalesced into one update, applied one iteration late
 // (W(t+1) = W(t) - lr * grad(W(t-1))): the optimizer step of iteration i runs after the last
 // backward of iteration i + 1 (the last iteration's at the end), so its gradient exchange has
-// a whole iteration to finish. Two weight versions are stashed.
-[[nodiscard]] PipelineProgram PipeDream2BWProgram(int pp, int micro_batches, int iterations);
+// a whole iteration to finish. Two weight versions are stashed. With `deferred_update` false,
+// a stage instead steps right after its last backward of the iteration (as PipeDream-2BW's
+// runtime does, its gradient all-reduce then blocking the stage); the forwards of the next
+// iteration still to come then run on the new weights, so versions no longer follow
+// iterations (the simulator times it; the executor's versions follow iterations and refuse it).
+[[nodiscard]] PipelineProgram PipeDream2BWProgram(int pp, int micro_batches, int iterations, bool deferred_update = true);
 
 // Every (chunk, micro-batch) of every stage has exactly one forward and one backward,
 // forward first, at most one recompute between them; the stage count matches. A program
@@ -130,5 +159,13 @@ struct ExpandOptions {
 // The full task graph with a program per replica micro-batch count.
 [[nodiscard]] absl::StatusOr<Schedule> ExpandPipeline(const SchedulingContext& ctx, const ProgramSource& programs,
                                                       const ExpandOptions& options);
+
+// The schedules several schedulers share, with their refusals naming `scheduler`: 1F1B for
+// every replica's micro-batch count (one model chunk per stage), and PipeDream-2BW over
+// ctx.iterations (at least as many micro-batches per iteration as stages, m >= depth).
+[[nodiscard]] absl::StatusOr<Schedule> ExpandOneFOneB(const SchedulingContext& ctx, const ExpandOptions& options,
+                                                      std::string_view scheduler);
+[[nodiscard]] absl::StatusOr<Schedule> ExpandPipeDream2BW(const SchedulingContext& ctx, const ExpandOptions& options,
+                                                          bool deferred_update, std::string_view scheduler);
 
 }  // namespace testbed

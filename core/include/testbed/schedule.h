@@ -73,7 +73,9 @@ inline constexpr std::uint8_t kParamComm = 7;    // sharded data parallelism (Ze
 inline constexpr std::uint8_t kParamComm2 = 8;
 inline constexpr std::uint8_t kDataComm2 = 9;
 inline constexpr std::uint8_t kContextComm = 10;  // context parallelism: keys and values gathered, their gradients reduce-scattered
-inline constexpr int kCount = 11;
+// Sparse embedding communication: rows fetched from their owners, row gradients sent to them.
+inline constexpr std::uint8_t kSparseComm = 11;
+inline constexpr int kCount = 12;
 // The link class (index into Plan::param_links.classes) whose pieces of the weights a gather
 // or reduce-scatter on `stream` moves: 1 on the second class's streams, 0 on every other.
 [[nodiscard]] constexpr int LinkClassOf(std::uint8_t stream) noexcept {
@@ -136,6 +138,11 @@ struct Task {
   // and one pinned to PCIe move at the same time without sharing a link (HSDP). Real
   // communicators choose their own paths and ignore it.
   LinkKinds links = 0;
+  // Communication: how urgent its transfers are where links are shared. A link carries only
+  // its most urgent transfers at a time, sharing its bandwidth evenly among them; the others
+  // on it wait (strict priority per link, as a runtime that holds traffic back while more
+  // urgent traffic is on the link: TriRace's). All 0: every transfer shares evenly.
+  std::uint8_t priority = 0;
   DeviceId device = -1;           // compute, kernel, send, recv, copy; -1 when the task runs on a group
   DeviceId peer = -1;             // send: destination; recv: source
   // Collective: its members. Compute with device -1: a tensor-parallel gang, the same layers
@@ -172,6 +179,8 @@ class Schedule {
   void AddDep(TaskId task, TaskId on);
   // Pairs a receive with its send (sets the receive's `match`).
   void Link(TaskId recv, TaskId send) { tasks_[static_cast<size_t>(recv)].match = send; }
+  // Sets a task's Task::priority (how urgent its transfers are where links are shared).
+  void SetPriority(TaskId task, std::uint8_t priority) { tasks_[static_cast<size_t>(task)].priority = priority; }
   // Interns a device group (members in rank order) and returns its index.
   std::int32_t Group(const std::vector<DeviceId>& members);
   // Interns work descriptions; tasks doing the same work share one entry.
@@ -199,6 +208,16 @@ class Schedule {
   }
   // Iterations the schedule covers (highest Task::iteration + 1).
   [[nodiscard]] int iterations() const noexcept { return iterations_; }
+  // Whether iterations overlap, with no flush between them (PipeDream-2BW): such a schedule
+  // runs whole, every iteration it covers at once, never one iteration repeated; and how many
+  // versions of its weights a stage keeps (in-flight micro-batches run their backward on the
+  // weights their forward used while newer forwards use the newest).
+  void SetOverlappingIterations(bool overlapping, int weight_versions) noexcept {
+    overlapping_iterations_ = overlapping;
+    weight_versions_ = weight_versions;
+  }
+  [[nodiscard]] bool overlapping_iterations() const noexcept { return overlapping_iterations_; }
+  [[nodiscard]] int weight_versions() const noexcept { return weight_versions_; }
   // Streams in use: one more than the highest stream number of any task.
   [[nodiscard]] int streams_used() const noexcept { return streams_used_; }
   // Tasks of `device` on `stream`, in order.
@@ -258,6 +277,8 @@ class Schedule {
   std::vector<double> static_bytes_;
   int iterations_ = 1;
   int streams_used_ = 0;
+  bool overlapping_iterations_ = false;
+  int weight_versions_ = 1;
 };
 
 }  // namespace testbed

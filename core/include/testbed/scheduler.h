@@ -38,6 +38,10 @@ struct SchedulingContext {
   const StepInputs* inputs = nullptr;
   // Training iterations the schedule covers, in sequence (Task::iteration).
   int iterations = 1;
+  // Where batches' tokens come from, for the embedding rows each iteration touches when the
+  // expansion needs them and `inputs` has none (sparse embedding communication); null: a
+  // Zipf law of exponent 1 with seed 1.
+  const TokenModel* tokens = nullptr;
 };
 
 class Scheduler : public Component {

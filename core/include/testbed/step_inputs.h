@@ -38,6 +38,31 @@ struct HostTransfer {
   int host = -1;  // host endpoint of the device's node (-1: the nearest)
 };
 
+// The rows of an embedding table one iteration touches, under sparse embedding
+// communication over `replicas` data-parallel replicas that own the table's rows in turn
+// (row r belongs to replica r mod replicas): rows[i * replicas + j] distinct rows replica i's
+// batch looks up that replica j owns (and so sends their gradients to j); stale[i *
+// replicas + j] of those the previous iteration updated (any replica's batch named them), so
+// that looking them up waits for that update; the others can be fetched early.
+struct SparseRows {
+  int replicas = 0;
+  std::vector<double> rows;
+  std::vector<double> stale;
+};
+
+// Where the tokens of a batch come from, when the rows of an embedding table each batch
+// touches are drawn (sparse embedding communication): every token drawn from a Zipf law over
+// the vocabulary (rank r with probability proportional to 1 / r^exponent; exponent 0 is
+// uniform), or sequences cut at random places from a real text's token ids (`corpus`, ids
+// ranked by frequency, rank 0 the most frequent). Deterministic given the seed.
+struct TokenModel {
+  enum class Kind : std::uint8_t { kZipf, kCorpus };
+  Kind kind = Kind::kZipf;
+  double zipf_exponent = 1.0;
+  std::vector<std::int32_t> corpus;
+  std::uint64_t seed = 1;
+};
+
 struct StepInput {
   std::map<int, Routing> routing;            // by MoE layer; absent: tokens spread evenly over experts
   std::map<int, ExpertPlacement> placement;  // by MoE layer; overrides the plan's for this iteration
@@ -45,6 +70,9 @@ struct StepInput {
   // Samples (rows) per micro-batch that a layer processes this iteration, by layer (sampled
   // GNN mini-batches); absent: the plan's micro-batch.
   std::map<int, std::int64_t> layer_samples;
+  // By embedding layer: the rows this iteration's batches touch (sparse embedding
+  // communication); absent: every replica touches every row.
+  std::map<int, SparseRows> embedding_rows;
 };
 
 struct StepInputs {

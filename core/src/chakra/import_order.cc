@@ -193,7 +193,7 @@ absl::Status UnitBuilder::ResolveDeps() {
 void UnitBuilder::AssignStreams() {
   constexpr std::uint8_t kStreams[] = {streams::kDataComm,  streams::kTensorComm, streams::kExpertComm,
                                        streams::kParamComm, streams::kParamComm2, streams::kDataComm2,
-                                       streams::kContextComm};
+                                       streams::kContextComm, streams::kSparseComm};
   std::vector<std::uint32_t> used(set_.ranks.size(), 0);  // per device: streams its groups took
   for (const Unit& u : units_) {
     if (u.task.kind != TaskKind::kCollective || u.fixed_stream >= 0 || group_stream_.count(u.task.group)) continue;

@@ -111,7 +111,9 @@ absl::StatusOr<ConfigDoc> PresetOrInline(const ConfigDoc& doc, const KeyPath& pa
     }
     return ConfigDoc::Subtree(*preset, {table});
   }
-  if (n->is_table()) return ConfigDoc::Subtree(doc, path);
+  // A table: inline, or a preset's table with keys overridden (`{ preset = "hpwnv-eth",
+  // nic_link = "gbe" }`).
+  if (n->is_table()) return MergeWithPreset(doc, path, presets, category, table);
   return absl::InvalidArgumentError(absl::StrCat(doc.Where(path).ToString(), ": '", PathToString(path),
                                                  "': expected a preset name or a table"));
 }

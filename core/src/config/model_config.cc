@@ -15,12 +15,17 @@ const std::vector<ParamSpec>& ModelSchema() {
   static const std::vector<ParamSpec> schema = {
       ParamSpec::String("name", "").Doc("model name shown in tables"),
       ParamSpec::String("doc", "").Doc("one line about the model and where its shape comes from"),
-      ParamSpec::Choice("family", "gpt", {"gpt", "bert", "moe-gpt", "mlp", "cnn", "gnn", "layers"})
+      ParamSpec::Choice("family", "gpt",
+                        {"gpt", "bert", "moe-gpt", "mlp", "cnn", "gnn", "layers", "lstm", "gnmt", "transformer"})
           .Doc("causal GPT, bidirectional BERT, GPT with MoE FFNs, an MLP classifier, a convolutional classifier, a "
-               "sampling-based GNN node classifier, or layers with measured times"),
+               "sampling-based GNN node classifier, layers with measured times, an LSTM language model, GNMT "
+               "(LSTM encoder-decoder with attention) or an encoder-decoder Transformer"),
       ParamSpec::Int("layers", 0).Range(0, 1 << 24).Unit("blocks")
-          .Doc("transformer blocks (mlp: hidden layers, cnn: dense layers after the conv blocks, 0 or more; others "
-               ">= 1); required but for family layers"),
+          .Doc("transformer blocks (mlp: hidden layers, cnn: dense layers after the conv blocks, 0 or more; lstm: "
+               "LSTM layers; gnmt, transformer: the encoder's LSTM layers or blocks; others >= 1); required but for "
+               "family layers"),
+      ParamSpec::Int("decoder_layers", 0).Range(0, 1 << 24).Unit("blocks")
+          .Doc("gnmt, transformer: the decoder's LSTM layers or blocks (>= 1); 0 for the other families"),
       ParamSpec::Int("hidden", 0).Range(1, 1 << 24).Unit("elements")
           .Doc("hidden size h (cnn: width of the dense layers, needed when layers > 0); required but for families "
                "layers and cnn"),
@@ -245,6 +250,7 @@ std::shared_ptr<const ModelGraph> ResolveModel(const ConfigDoc& doc, const KeyPa
   shape.name = Declared<std::string>(p, "name", errors);
   shape.family = Declared<std::string>(p, "family", errors);
   shape.layers = Declared<std::int64_t>(p, "layers", errors);
+  shape.decoder_layers = Declared<std::int64_t>(p, "decoder_layers", errors);
   shape.hidden = Declared<std::int64_t>(p, "hidden", errors);
   shape.heads = Declared<std::int64_t>(p, "heads", errors);
   shape.ffn_hidden = Declared<std::int64_t>(p, "ffn_hidden", errors);

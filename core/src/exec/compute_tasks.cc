@@ -16,12 +16,16 @@ SplitAtAllReduce* SplitLayer(train::Layer<float>& layer) {
 }  // namespace
 
 absl::Status ComputeTasks::Run(const Task& t) {
+  // Under PipeDream-2BW the task runs on its iteration's weight version.
+  TESTBED_RETURN_IF_ERROR(s_.versions.Enter(t.iteration, t.phase));
+  absl::Status st;
   switch (t.phase) {
-    case Phase::kForward: return Forward(t, false);
-    case Phase::kRecompute: return Forward(t, true);
-    case Phase::kBackward: return Backward(t);
+    case Phase::kForward: st = Forward(t, false); break;
+    case Phase::kRecompute: st = Forward(t, true); break;
+    case Phase::kBackward: st = Backward(t); break;
   }
-  return absl::OkStatus();
+  s_.versions.Leave();
+  return st;
 }
 
 SampleBlocks& ComputeTasks::Blocks(std::map<RankState::Key, SampleBlocks>& store, int chunk, int mb, int subs) {
@@ -52,12 +56,14 @@ absl::StatusOr<Tensor> ComputeTasks::Read(std::map<RankState::Key, SampleBlocks>
 
 absl::StatusOr<Tensor> ComputeTasks::ForwardInput(const Task& t) {
   const StageSpec& st = s_.in.plan.Chunk(s_.stage, t.chunk);
-  if (t.first_layer != st.first_layer) return Read(s_.act, t.chunk, t.micro_batch, t.sub_batch, t.sub_batches, Phase::kForward);
+  const int slot = s_.Slot(t);
+  if (t.first_layer != st.first_layer) return Read(s_.act, t.chunk, slot, t.sub_batch, t.sub_batches, Phase::kForward);
   const std::int64_t rows = s_.SamplesPerMicroBatch() * s_.seq / t.sub_batches;
   if (t.first_layer == 0) {
-    return Tensor(s_.data.inputs.middleRows(s_.FirstSample(t.micro_batch) * s_.seq + t.sub_batch * rows, rows));
+    TESTBED_ASSIGN_OR_RETURN(const Batch* data, s_.DataOf(t.iteration));
+    return Tensor(data->inputs.middleRows(s_.FirstSample(t.micro_batch) * s_.seq + t.sub_batch * rows, rows));
   }
-  auto it = s_.received.find({{t.chunk, t.micro_batch}, false});
+  auto it = s_.received.find({{t.chunk, slot}, false});
   if (it == s_.received.end()) return absl::InternalError("forward before its activation arrived");
   TESTBED_ASSIGN_OR_RETURN(Tensor x, it->second.Get(t.sub_batch, t.sub_batches));
   if (t.sub_batch + 1 == t.sub_batches) s_.received.erase(it);
@@ -67,10 +73,11 @@ absl::StatusOr<Tensor> ComputeTasks::ForwardInput(const Task& t) {
 absl::StatusOr<Tensor> ComputeTasks::BackwardInput(const Task& t) {
   const StageSpec& st = s_.in.plan.Chunk(s_.stage, t.chunk);
   const int last_layer = static_cast<int>(s_.in.model.layers.size());
+  const int slot = s_.Slot(t);
   if (t.end_layer != st.end_layer || t.end_layer == last_layer) {
-    return Read(s_.grad, t.chunk, t.micro_batch, t.sub_batch, t.sub_batches, Phase::kBackward);
+    return Read(s_.grad, t.chunk, slot, t.sub_batch, t.sub_batches, Phase::kBackward);
   }
-  auto it = s_.received.find({{t.chunk, t.micro_batch}, true});
+  auto it = s_.received.find({{t.chunk, slot}, true});
   if (it == s_.received.end()) return absl::InternalError("backward before its gradient arrived");
   TESTBED_ASSIGN_OR_RETURN(Tensor dy, it->second.Get(t.sub_batch, t.sub_batches));
   if (t.sub_batch + 1 == t.sub_batches) s_.received.erase(it);
@@ -78,7 +85,7 @@ absl::StatusOr<Tensor> ComputeTasks::BackwardInput(const Task& t) {
 }
 
 absl::Status ComputeTasks::Forward(const Task& t, bool recompute) {
-  const int mb = t.micro_batch, sub = t.sub_batch;
+  const int mb = s_.Slot(t), sub = t.sub_batch;
   const Phase phase = recompute ? Phase::kRecompute : Phase::kForward;
   Tensor x;
   if (recompute) {
@@ -112,12 +119,13 @@ absl::Status ComputeTasks::Forward(const Task& t, bool recompute) {
   if (recompute) return absl::OkStatus();  // it rebuilt the caches; its output is not needed
   if (t.end_layer == static_cast<int>(s_.in.model.layers.size())) {
     const std::int64_t rows = s_.SamplesPerMicroBatch() * s_.seq / t.sub_batches;
-    const auto begin = s_.data.targets.begin() + s_.FirstSample(mb) * s_.seq + sub * rows;
+    TESTBED_ASSIGN_OR_RETURN(const Batch* data, s_.DataOf(t.iteration));
+    const auto begin = data->targets.begin() + s_.FirstSample(t.micro_batch) * s_.seq + sub * rows;
     const std::vector<std::int64_t> targets(begin, begin + rows);
     const double normalizer = static_cast<double>(s_.SamplesPerMicroBatch() * s_.micro_batches * s_.dp * s_.seq);
     TESTBED_ASSIGN_OR_RETURN(auto lg, train::ClassificationLoss<float>(s_.in.loss, x, targets, normalizer));
     // Every tensor-parallel rank computes the same loss; count it once.
-    if (s_.tp_rank == 0) s_.metrics.loss += lg.loss;
+    if (s_.tp_rank == 0) s_.AddLoss(t.iteration, lg.loss);
     Blocks(s_.grad, t.chunk, mb, t.sub_batches).Set(sub, std::move(lg.dlogits));
     return absl::OkStatus();
   }
@@ -126,7 +134,7 @@ absl::Status ComputeTasks::Forward(const Task& t, bool recompute) {
 }
 
 absl::Status ComputeTasks::Backward(const Task& t) {
-  const int mb = t.micro_batch, sub = t.sub_batch;
+  const int mb = s_.Slot(t), sub = t.sub_batch;
   TESTBED_ASSIGN_OR_RETURN(Tensor dy, BackwardInput(t));
   for (int l = t.end_layer - 1; l >= t.first_layer; --l) {
     auto it = s_.cache.find({l, mb, sub});
@@ -152,7 +160,7 @@ absl::Status ComputeTasks::Backward(const Task& t) {
 }
 
 absl::Status ComputeTasks::StartAllReduce(const Task& t) {
-  const PendingKey key{t.first_layer, t.micro_batch, t.sub_batch, static_cast<int>(t.phase)};
+  const PendingKey key{t.first_layer, s_.Slot(t), t.sub_batch, static_cast<int>(t.phase)};
   auto it = pending_.find(key);
   if (it == pending_.end()) {
     if (SplitLayer(s_.model.layer(t.first_layer)) != nullptr) {

@@ -26,7 +26,7 @@ class ComputeTasks {
   // result on every rank: nothing to reduce.
   [[nodiscard]] absl::Status StartAllReduce(const Task& t);
   // The whole output (forward) or input gradient (backward) of chunk `chunk` for a
-  // micro-batch, every pending all-reduce waited for: what a send carries.
+  // micro-batch (its RankState::Slot), every pending all-reduce waited for: what a send carries.
   [[nodiscard]] absl::StatusOr<Tensor> Whole(int chunk, int micro_batch, bool backward);
   // Waits for every all-reduce still under way (recomputation's, whose result nothing reads).
   [[nodiscard]] absl::Status Drain();

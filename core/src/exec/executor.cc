@@ -20,6 +20,26 @@
 
 namespace testbed::exec {
 
+namespace {
+
+// The last step's traffic and timing over the world (per iteration on average for a schedule
+// whose iterations overlap).
+void Totals(const StepMetrics& m, double ranks, ExecutionResult& out) {
+  out.pipeline_bytes_per_step = m.pipeline_bytes;
+  out.data_parallel_bytes_per_step = m.data_parallel_bytes;
+  out.tensor_parallel_bytes_per_step = m.tensor_parallel_bytes;
+  out.tensor_parallel_overlapped_per_step = m.tensor_parallel_overlapped;
+  out.encode_s_per_step = m.encode_s / ranks;  // mean over ranks
+  out.decode_s_per_step = m.decode_s / ranks;
+  out.compressed_dense_bytes_per_step = m.compressed_dense_bytes;
+  out.compressed_wire_bytes_per_step = m.compressed_wire_bytes;
+  out.weight_stash_bytes = m.peak_stash_bytes;
+  out.held_gradient_bytes = m.peak_held_gradient_bytes;
+  out.weight_bytes = m.weight_bytes;
+}
+
+}  // namespace
+
 absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs, std::vector<std::unique_ptr<CommGroup>> endpoints) {
   if (endpoints.empty()) return absl::InvalidArgumentError("no ranks to run on");
   for (const auto& e : endpoints) {
@@ -57,7 +77,20 @@ absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs, std::vecto
     if (gemms[i] != nullptr) gemm_scope.emplace(*gemms[i]);
     RankRunner runner(inputs, *endpoints[i]);
     absl::Status st = runner.Setup();
-    for (std::int64_t step = 0; st.ok() && step < inputs.train.steps; ++step) {
+    if (st.ok() && inputs.schedule.overlapping_iterations()) {
+      // No flush between iterations: the whole schedule at once.
+      std::vector<TaskTime> times;
+      auto recs = runner.RunWhole(&times);
+      if (recs.ok()) {
+        results[i].steps = *std::move(recs);
+        results[i].last_step_tasks = std::move(times);
+        Totals(runner.totals(), endpoints[i]->size(), results[i]);
+      } else {
+        st = recs.status();
+      }
+    }
+    for (std::int64_t step = 0; st.ok() && !inputs.schedule.overlapping_iterations() && step < inputs.train.steps;
+         ++step) {
       if (inputs.cancelled && inputs.cancelled()) {
         std::int64_t never = kNever;
         stop_at.compare_exchange_strong(never, step + 1);
@@ -75,17 +108,8 @@ absl::StatusOr<ExecutionResult> Execute(const ExecutorInputs& inputs, std::vecto
       }
       results[i].steps.push_back(*rec);
       if (last) {
-        const StepMetrics& m = runner.totals();
-        const double ranks = endpoints[i]->size();
         results[i].last_step_tasks = std::move(times);
-        results[i].pipeline_bytes_per_step = m.pipeline_bytes;
-        results[i].data_parallel_bytes_per_step = m.data_parallel_bytes;
-        results[i].tensor_parallel_bytes_per_step = m.tensor_parallel_bytes;
-        results[i].tensor_parallel_overlapped_per_step = m.tensor_parallel_overlapped;
-        results[i].encode_s_per_step = m.encode_s / ranks;  // mean over ranks
-        results[i].decode_s_per_step = m.decode_s / ranks;
-        results[i].compressed_dense_bytes_per_step = m.compressed_dense_bytes;
-        results[i].compressed_wire_bytes_per_step = m.compressed_wire_bytes;
+        Totals(runner.totals(), endpoints[i]->size(), results[i]);
       }
     }
     if (st.ok()) st = runner.Evaluate(results[i]);

@@ -108,13 +108,21 @@ struct ExecutionResult {
   double compressed_dense_bytes_per_step = 0;  // the compressed tensors' float32 size, all ranks
   double compressed_wire_bytes_per_step = 0;   // what their payloads put on the wire, all ranks
   double decode_s_per_step = 0;
+  // PipeDream-2BW (iterations overlapping): the second weight version a stage stashes and the
+  // gradients of an iteration kept apart from the next's, as allocated, at their most on the
+  // rank holding the most (bytes; 0 for flushed schedules).
+  double weight_stash_bytes = 0;
+  double held_gradient_bytes = 0;
+  double weight_bytes = 0;  // the weights a rank holds (the most of any rank)
   double validation_loss = -1;   // when evaluated
   double validation_accuracy = -1;
   double train_set_loss = -1;  // with training_set
   double train_set_accuracy = -1;
 };
 
-// Runs `train.steps` iterations. `endpoints` are the world-group endpoints this process
+// Runs `train.steps` iterations: the schedule's one iteration once per step, or, when its
+// iterations overlap (Schedule::overlapping_iterations: PipeDream-2BW), the whole schedule,
+// each compute task on its iteration's weight version and data. `endpoints` are the world-group endpoints this process
 // hosts (all ranks for `local`, one for `mpi`); rank r is device r of the plan. The result
 // is complete on the process hosting world rank 0 (others return their share). Endpoints
 // must take host memory (memory_space() kHost): the nccl communicator with host_buffers.

@@ -12,6 +12,12 @@ namespace testbed::exec {
 using Clock = std::chrono::steady_clock;
 
 absl::Status GradientTasks::Exchange(const Task& t) {
+  // The gradients of the task's iteration (under PipeDream-2BW the next one's may be
+  // accumulating by now).
+  return s_.versions.WithGradientsOf(t.iteration, [&] { return ExchangeHeld(t); });
+}
+
+absl::Status GradientTasks::ExchangeHeld(const Task& t) {
   CommGroup* group = s_.Group(t.group);
   if (group == nullptr) return absl::InternalError("not a member of the task's data-parallel group");
   // The bucket's plain gradients in one all-reduce; compressed tensors each on their own
@@ -104,17 +110,27 @@ absl::Status GradientTasks::Compressed(CommGroup& group, const std::string& tens
   return timed(s_.metrics.decode_s, [&] { return comp->Decode(all, opt, flat); });
 }
 
-absl::Status GradientTasks::OptimizerStep() {
+absl::Status GradientTasks::OptimizerStep(int iteration) {
+  // PipeDream-2BW: the micro-batches in flight keep the weights their forward used.
+  s_.versions.BeforeStep();
+  TESTBED_RETURN_IF_ERROR(s_.versions.WithGradientsOf(iteration, [&] { return StepHeld(iteration); }));
+  s_.versions.AfterStep(iteration);
+  return absl::OkStatus();
+}
+
+absl::Status GradientTasks::StepHeld(int iteration) {
   // The gradient norm counts each element once: sharded parameters on every tensor rank,
   // replicated ones on rank 0 only, and one data-parallel replica (under ZeRO, each replica's
   // part).
   auto counted = [this](const std::string& name) { return s_.tp_rank == 0 || ParamIsSharded(name); };
   if (s_.shards.active()) {
-    s_.metrics.grad_sq += s_.shards.GradSq(counted);
+    s_.AddGradSq(iteration, s_.shards.GradSq(counted));
   } else if (s_.dp_rank == 0) {
+    double sq = 0;
     for (train::Param<float>* p : s_.params) {
-      if (counted(p->name)) s_.metrics.grad_sq += static_cast<double>(p->grad.squaredNorm());
+      if (counted(p->name)) sq += static_cast<double>(p->grad.squaredNorm());
     }
+    s_.AddGradSq(iteration, sq);
   }
   // Under ZeRO the optimizer steps this rank's parts.
   const std::vector<train::Param<float>*> stepped = s_.shards.active() ? s_.shards.Params() : s_.params;

@@ -20,7 +20,8 @@ class GradientTasks {
 
   // The gradients of the task's layers held here, summed over the task's group.
   [[nodiscard]] absl::Status Exchange(const Task& t);
-  [[nodiscard]] absl::Status OptimizerStep();
+  // The update with the gradients of `iteration`.
+  [[nodiscard]] absl::Status OptimizerStep(int iteration);
   // ZeRO: the task's layers' gradients reduce-scattered into this rank's parts; the weights of
   // one layer (ZeRO-3, before a use) or of all (ZeRO-1/2, after the step) gathered from them.
   [[nodiscard]] absl::Status ReduceScatter(const Task& t);
@@ -28,6 +29,8 @@ class GradientTasks {
   [[nodiscard]] absl::Status GatherAll(const Task& t);
 
  private:
+  absl::Status ExchangeHeld(const Task& t);
+  absl::Status StepHeld(int iteration);
   absl::Status Compressed(CommGroup& group, const std::string& tensor, std::vector<float>& flat);
 
   RankState& s_;

@@ -62,11 +62,11 @@ void RankRunner::BuildDispatch() {
     on(TaskKind::kCollective, CollectiveOp::kAllGather, stream,
        [this](TaskId, const Task& t) { return gradients_.GatherLayer(t); });
   }
-  on(TaskKind::kKernel, kNone, streams::kCompute, [this](TaskId id, const Task&) -> absl::Status {
+  on(TaskKind::kKernel, kNone, streams::kCompute, [this](TaskId id, const Task& t) -> absl::Status {
     if (s_.in.schedule.kernel(id).op != KernelOp::kOptimizerStep) {
       return absl::UnimplementedError("a kernel on the compute stream that is not an optimizer step");
     }
-    return gradients_.OptimizerStep();
+    return gradients_.OptimizerStep(t.iteration);
   });
 }
 
@@ -201,6 +201,7 @@ absl::Status RankRunner::Setup() {
         std::make_unique<train::Sgd<float>>(train::SgdOptions{s_.in.train.learning_rate, s_.in.sgd_momentum, 0.0});
   }
   if (s_.in.delay.max_delay > 0) s_.delayed = std::make_unique<train::DelayedGradients<float>>(s_.in.delay);
+  TESTBED_RETURN_IF_ERROR(SetupOverlap());
   TESTBED_ASSIGN_OR_RETURN(const std::vector<TaskId> order, s_.in.schedule.ExecutionOrder());
   for (TaskId id : order) {
     for (DeviceId d : s_.in.schedule.DevicesOf(id)) {
@@ -212,6 +213,79 @@ absl::Status RankRunner::Setup() {
   }
   s_.hidden = s_.in.model.shape.hidden;
   return absl::OkStatus();
+}
+
+absl::Status RankRunner::SetupOverlap() {
+  const Schedule& schedule = s_.in.schedule;
+  s_.overlapping = schedule.overlapping_iterations();
+  if (!s_.overlapping) return absl::OkStatus();
+  // What the weight versions do not cover yet is refused rather than run wrong.
+  if (s_.tp > 1) {
+    return absl::UnimplementedError("a pipeline without a flush (PipeDream-2BW) runs for real at tp = 1");
+  }
+  if (s_.in.plan.zero_stage > 0) {
+    return absl::UnimplementedError("a pipeline without a flush (PipeDream-2BW) runs for real without ZeRO sharding");
+  }
+  if (s_.delayed != nullptr) {
+    return absl::InvalidArgumentError(
+        "a pipeline without a flush (PipeDream-2BW) already applies each gradient one step late; "
+        "[real] delay must be 0");
+  }
+  if (schedule.iterations() != s_.in.train.steps) {
+    return absl::InvalidArgumentError(absl::StrCat("the schedule's iterations overlap, so it must cover all ",
+                                                   s_.in.train.steps, " steps; it covers ", schedule.iterations()));
+  }
+  s_.versions.Setup(s_.params, schedule.weight_versions());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<StepRecord>> RankRunner::RunWhole(std::vector<TaskTime>* times) {
+  const int iterations = s_.in.schedule.iterations();
+  s_.loss_of.assign(static_cast<size_t>(iterations), 0.0);
+  s_.grad_sq_of.assign(static_cast<size_t>(iterations), 0.0);
+  s_.metrics = StepMetrics{};
+  TESTBED_ASSIGN_OR_RETURN(const Batch* first, s_.DataOf(0));
+  s_.seq = first->rows_per_sample;
+  TESTBED_ASSIGN_OR_RETURN(const double wall, RunTasks(times));
+  // Per iteration: loss and squared gradient norm summed over the world; traffic and time
+  // per iteration on average.
+  std::vector<double> sums = s_.loss_of;
+  sums.insert(sums.end(), s_.grad_sq_of.begin(), s_.grad_sq_of.end());
+  for (double StepMetrics::*f : kSummed) sums.push_back(s_.metrics.*f / iterations);
+  TESTBED_RETURN_IF_ERROR(s_.world.AllReduce(sums.data(), sums.data(), sums.size(), DataType::kFloat64, ReduceOp::kSum));
+  double weights = 0;
+  for (const train::Param<float>* p : s_.params) weights += static_cast<double>(p->value.size()) * sizeof(float);
+  double peaks[4] = {wall, static_cast<double>(s_.versions.peak_stash_bytes()),
+                     static_cast<double>(s_.versions.peak_held_gradient_bytes()), weights};
+  TESTBED_RETURN_IF_ERROR(s_.world.AllReduce(peaks, peaks, 4, DataType::kFloat64, ReduceOp::kMax));
+  const size_t n = static_cast<size_t>(iterations);
+  for (size_t i = 0; i < std::size(kSummed); ++i) totals_.*kSummed[i] = sums[2 * n + i];
+  totals_.peak_stash_bytes = peaks[1];
+  totals_.peak_held_gradient_bytes = peaks[2];
+  totals_.weight_bytes = peaks[3];
+  std::vector<StepRecord> records;
+  for (size_t i = 0; i < n; ++i) {
+    // Iteration i's gradient is applied after iteration i + 1: a step applies the gradient of
+    // the step before it (none at the first).
+    records.push_back(StepRecord{sums[i], std::sqrt(sums[n + i]), peaks[0] / iterations, i == 0 ? -1 : 1});
+  }
+  return records;
+}
+
+absl::StatusOr<double> RankRunner::RunTasks(std::vector<TaskTime>* times) {
+  const auto t0 = Clock::now();
+  for (TaskId id : tasks_) {
+    const auto ts = Clock::now();
+    absl::Status st = Run(id);
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat(s_.in.schedule.Describe(id), ": ", st.message()));
+    if (times != nullptr) {
+      times->push_back(TaskTime{id, s_.rank, std::chrono::duration<double>(ts - t0).count(),
+                                std::chrono::duration<double>(Clock::now() - t0).count()});
+    }
+  }
+  TESTBED_RETURN_IF_ERROR(compute_.Drain());
+  TESTBED_RETURN_IF_ERROR(transfers_.Finish());
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 absl::Status RankRunner::Evaluate(ExecutionResult& out) {
@@ -253,19 +327,7 @@ absl::StatusOr<StepRecord> RankRunner::Step(std::int64_t step, std::vector<TaskT
   TESTBED_ASSIGN_OR_RETURN(s_.data, s_.in.data(step, global));
   s_.seq = s_.data.rows_per_sample;
   s_.metrics = StepMetrics{};
-  const auto t0 = Clock::now();
-  for (TaskId id : tasks_) {
-    const auto ts = Clock::now();
-    absl::Status st = Run(id);
-    if (!st.ok()) return absl::Status(st.code(), absl::StrCat(s_.in.schedule.Describe(id), ": ", st.message()));
-    if (times != nullptr) {
-      times->push_back(TaskTime{id, s_.rank, std::chrono::duration<double>(ts - t0).count(),
-                                std::chrono::duration<double>(Clock::now() - t0).count()});
-    }
-  }
-  TESTBED_RETURN_IF_ERROR(compute_.Drain());
-  TESTBED_RETURN_IF_ERROR(transfers_.Finish());
-  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  TESTBED_ASSIGN_OR_RETURN(const double wall, RunTasks(times));
   // Loss, gradient norm and traffic over the world; the slowest rank's time.
   double sums[std::size(kSummed)];
   for (size_t i = 0; i < std::size(kSummed); ++i) sums[i] = s_.metrics.*kSummed[i];

@@ -23,6 +23,9 @@ class RankRunner {
   [[nodiscard]] absl::Status Setup();
   // One training step; `times` (when given) gets each task's start and end.
   [[nodiscard]] absl::StatusOr<StepRecord> Step(std::int64_t step, std::vector<TaskTime>* times);
+  // A schedule whose iterations overlap (no flush: PipeDream-2BW) runs whole, every iteration
+  // at once: a record per iteration, each with the mean wall time per iteration.
+  [[nodiscard]] absl::StatusOr<std::vector<StepRecord>> RunWhole(std::vector<TaskTime>* times);
   // Loss and accuracy of the whole model on held-out data (rank 0, unsplit models only).
   [[nodiscard]] absl::Status Evaluate(ExecutionResult& out);
   // The last step's traffic and timing, summed over every rank.
@@ -37,6 +40,10 @@ class RankRunner {
   // Every task of the schedule has a handler (an error naming the first that has none).
   [[nodiscard]] absl::Status CheckHandled() const;
   [[nodiscard]] absl::Status Run(TaskId id);
+  // Every task of this rank in order, then what is still under way; the wall time.
+  [[nodiscard]] absl::StatusOr<double> RunTasks(std::vector<TaskTime>* times);
+  // Whether the schedule's iterations overlap, and what such a run needs.
+  [[nodiscard]] absl::Status SetupOverlap();
 
   RankState s_;
   ComputeTasks compute_;

@@ -45,4 +45,32 @@ bool RankState::HoldsLayer(int l) const {
   return false;
 }
 
+absl::StatusOr<const Batch*> RankState::DataOf(int iteration) {
+  if (!overlapping) return &data;
+  auto it = data_of.find(iteration);
+  if (it == data_of.end()) {
+    const std::int64_t global = in.plan.micro_batch * micro_batches * dp;
+    absl::StatusOr<Batch> b = in.data(iteration, global);
+    if (!b.ok()) return b.status();
+    it = data_of.emplace(iteration, *std::move(b)).first;
+  }
+  return &it->second;
+}
+
+void RankState::AddLoss(int iteration, double loss) {
+  if (overlapping) {
+    loss_of[static_cast<size_t>(iteration)] += loss;
+  } else {
+    metrics.loss += loss;
+  }
+}
+
+void RankState::AddGradSq(int iteration, double sq) {
+  if (overlapping) {
+    grad_sq_of[static_cast<size_t>(iteration)] += sq;
+  } else {
+    metrics.grad_sq += sq;
+  }
+}
+
 }  // namespace testbed::exec

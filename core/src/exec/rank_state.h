@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "exec/executor.h"
 #include "exec/param_shards.h"
+#include "exec/weight_versions.h"
 #include "testbed/communicator.h"
 #include "testbed/train/optimizer.h"
 #include "testbed/train/sequential_model.h"
@@ -55,6 +56,9 @@ struct StepMetrics {
   // Tensor-parallel all-reduces started before the compute that followed them in the rank's
   // order and waited for only after it: the overlap the schedule asked for, run for real.
   double tensor_parallel_overlapped = 0;
+  // PipeDream-2BW: the stashed weight version and the gradients kept apart, at their most, on
+  // the rank holding the most (bytes; not summed).
+  double peak_stash_bytes = 0, peak_held_gradient_bytes = 0, weight_bytes = 0;
 };
 
 struct RankState {
@@ -83,7 +87,14 @@ struct RankState {
   std::int64_t step = 0;
   int applied_delay = 0;  // of the last optimizer step (StepRecord::applied_delay)
 
+  // The step's batch; a schedule whose iterations overlap reads each iteration's from data_of.
   Batch data;
+  bool overlapping = false;
+  std::map<int, Batch> data_of;
+  // Overlapping iterations: each iteration's loss and squared gradient norm (this rank's part).
+  std::vector<double> loss_of, grad_sq_of;
+  // PipeDream-2BW's weight versions and the gradients of one iteration kept apart from the next.
+  WeightVersions versions;
   // Outputs of the last task run per (chunk, micro-batch): activations forward, gradients of
   // the chunk's input backward.
   using Key = std::pair<int, int>;
@@ -98,6 +109,15 @@ struct RankState {
   StepMetrics metrics;
 
   [[nodiscard]] std::int64_t SamplesPerMicroBatch() const { return in.plan.micro_batch; }
+  // The key of a task's micro-batch among those in flight: its index counted over iterations
+  // (a schedule whose iterations overlap has micro-batches of two iterations in flight).
+  [[nodiscard]] int Slot(const Task& t) const {
+    return static_cast<int>(static_cast<std::int64_t>(t.iteration) * micro_batches + t.micro_batch);
+  }
+  // The batch of `iteration` (loaded on first use when iterations overlap).
+  [[nodiscard]] absl::StatusOr<const Batch*> DataOf(int iteration);
+  void AddLoss(int iteration, double loss);
+  void AddGradSq(int iteration, double sq);
   // Rows of the global batch of micro-batch `mb` of this rank's replica.
   [[nodiscard]] std::int64_t FirstSample(int mb) const {
     return (static_cast<std::int64_t>(dp_rank) * micro_batches + mb) * in.plan.micro_batch;

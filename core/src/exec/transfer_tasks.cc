@@ -27,7 +27,8 @@ CommGroup& TransferTasks::Direction(bool backward, bool wraps) const {
 
 absl::Status TransferTasks::Send(const Task& t) {
   const bool backward = t.phase == Phase::kBackward;
-  TESTBED_ASSIGN_OR_RETURN(Tensor whole, compute_.Whole(t.chunk, t.micro_batch, backward));
+  const int slot = s_.Slot(t);
+  TESTBED_ASSIGN_OR_RETURN(Tensor whole, compute_.Whole(t.chunk, slot, backward));
   auto buffer = std::make_unique<Tensor>(std::move(whole));
   const int own = t.chunk * s_.pp + s_.stage;
   const int receiver = backward ? own - 1 : own + 1;
@@ -36,7 +37,7 @@ absl::Status TransferTasks::Send(const Task& t) {
   const bool wraps = backward ? s_.stage == 0 : s_.stage == s_.pp - 1;
   TESTBED_ASSIGN_OR_RETURN(CommRequestPtr req, Direction(backward, wraps).ISend(buffer->data(), buffer->size(),
                                                                                 DataType::kFloat32, t.peer,
-                                                                                Tag(receiver, t.micro_batch, backward)));
+                                                                                Tag(receiver, slot, backward)));
   pending_sends_.emplace_back(std::move(req), std::move(buffer));
   return absl::OkStatus();
 }
@@ -48,10 +49,10 @@ absl::Status TransferTasks::Recv(const Task& t) {
   // Forward into the first stage, or backward into the last, came round from the other end.
   const bool wraps = backward ? s_.stage == s_.pp - 1 : s_.stage == 0;
   TESTBED_RETURN_IF_ERROR(Direction(backward, wraps).Recv(buffer.data(), buffer.size(), DataType::kFloat32, t.peer,
-                                                          Tag(own, t.micro_batch, backward)));
+                                                          Tag(own, s_.Slot(t), backward)));
   SampleBlocks whole(1, s_.seq, s_.SamplesPerMicroBatch());
   whole.Set(0, std::move(buffer));
-  s_.received.insert_or_assign({{t.chunk, t.micro_batch}, backward}, std::move(whole));
+  s_.received.insert_or_assign({{t.chunk, s_.Slot(t)}, backward}, std::move(whole));
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 // the final backward of a chunk ends at every layer that closes a bucket, so the bucket's
 // exchange starts there and not after the whole stage's backward.
 #include "expand/expansion.h"
+#include "expand/sparse_embedding.h"
 
 namespace testbed::expand {
 
@@ -21,6 +22,7 @@ absl::Status PlanBuckets(Expansion& e) {
     auto& out = e.buckets[static_cast<size_t>(s)];
     std::vector<int> plain;
     for (int l : order) {
+      if (SparseEmbedding(e, l)) continue;  // its rows go to their owners (sparse_embedding.h)
       if (e.Compressed(l)) {
         out.push_back(Bucket{{l}, true});
       } else {

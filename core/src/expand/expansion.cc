@@ -1,4 +1,5 @@
 #include "expand/expansion.h"
+#include "expand/sparse_embedding.h"
 
 #include <algorithm>
 #include <cstring>
@@ -54,6 +55,8 @@ double Expansion::ReplicatedParams(int layer) const {
 
 double Expansion::OwnedParams(int s, int replica) const {
   double params = StageParams(plan, model, s);
+  // Sparse embedding communication: a replica owns 1/dp of the table's rows.
+  if (s == 0 && SparseEmbedding(*this, 0)) params -= static_cast<double>(model.layers.front().params) * (1.0 - 1.0 / plan.dp(0));
   const int ep = plan.experts.degree;
   if (ep < 2) return params;
   const int rank = replica % ep;
@@ -226,6 +229,7 @@ absl::Status Expansion::PrepareOps(const ProgramSource& programs) {
       std::vector<PipelineOp> ops;
       const auto& row = prog.stages[static_cast<size_t>(s)];
       if (prog.spans_iterations) {
+        overlapping_iterations = true;
         for (const PipelineOp& op : row) {
           if (op.kind == PipelineOp::Kind::kOptimizerStep && !steps) continue;
           ops.push_back(op);
@@ -306,11 +310,26 @@ absl::StatusOr<Schedule> Expand(const SchedulingContext& ctx, const ProgramSourc
   Expansion e(ctx, options);
   TESTBED_RETURN_IF_ERROR(e.PrepareOps(programs));
   TESTBED_RETURN_IF_ERROR(CheckParameterSharding(e));
+  TESTBED_RETURN_IF_ERROR(CheckSparseEmbedding(e));
+  if (options.split_backward && ctx.plan.zero_stage >= 3) {
+    return absl::UnimplementedError("a backward split into input and weight gradients (split_backward) runs without "
+                                    "ZeRO-3's per-layer weight gathers");
+  }
   TESTBED_RETURN_IF_ERROR(PlanBuckets(e));
   TESTBED_RETURN_IF_ERROR(ComputePass(e));
   TESTBED_RETURN_IF_ERROR(LinkTransfers(e));
   TESTBED_RETURN_IF_ERROR(GradientSyncPass(e));
+  TESTBED_RETURN_IF_ERROR(SparseEmbeddingPass(e));
   TESTBED_RETURN_IF_ERROR(OptimizerPass(e));
+  e.sched.SetOverlappingIterations(e.overlapping_iterations, e.weight_versions);
+  const bool ranked = std::any_of(options.stream_priority.begin(), options.stream_priority.end(),
+                                  [](std::uint8_t p) { return p != 0; });
+  for (TaskId id = 0; ranked && id < static_cast<TaskId>(e.sched.size()); ++id) {
+    const Task& t = e.sched.task(id);
+    if (t.kind == TaskKind::kCompute || t.kind == TaskKind::kKernel) continue;
+    const std::uint8_t p = options.stream_priority[t.kind == TaskKind::kRecv && t.match >= 0 ? e.sched.task(t.match).stream : t.stream];
+    if (p != 0) e.sched.SetPriority(id, p);
+  }
   return std::move(e.sched);
 }
 

@@ -69,6 +69,7 @@ class Expansion {
   int pp = 1, chunks = 1, iterations = 1;
   double elem = 2;  // bytes per element of the run's precision
   int weight_versions = 1;
+  bool overlapping_iterations = false;  // a program spans iterations (no flush between them)
 
   [[nodiscard]] const Stage& StageAt(int s) const { return plan.stages[static_cast<size_t>(s)]; }
   // Tensor-parallel degree of `layer` on stage `s` (its setting, else the stage's).
@@ -123,6 +124,9 @@ class Expansion {
   // Whether op index `k` of (stage, replica) is the last backward of its (iteration, chunk).
   [[nodiscard]] bool IsFinalBackward(int stage, int replica, size_t k) const;
 
+  // Sparse embedding communication: the task after which a device's embedding gradient rows
+  // exist, per (iteration, device), where it is not the layer's final backward (a split one).
+  std::map<std::pair<int, DeviceId>, TaskId> embedding_backward;
   // Optimizer kernels emitted by the compute pass per (iteration, device), and what they
   // wait for, filled in by the gradient-sync pass.
   std::map<std::pair<int, DeviceId>, TaskId> optimizer_task;

@@ -127,9 +127,12 @@ class Emitter {
     for (int l = first; l < end; ++l) {
       const Layer& layer = e_.model.layers[static_cast<size_t>(l)];
       const double scale = ActivationScale(e_, l);
-      if (part == LayerPart::kWhole) {
+      if (part == LayerPart::kWhole || part == LayerPart::kBackwardWeights) {
+        // A split backward frees the activations once the weights' gradients have used them.
         w.activation_bytes += scale * ActivationBytes(layer, samples, run.tp, e_.plan.sequence_parallel, selective);
         w.checkpoint_bytes += scale * CheckpointBytes(layer, samples, run.tp, e_.plan.sequence_parallel);
+      } else if (part == LayerPart::kBackwardData) {
+        continue;  // holds nothing of its own: the weights' part that follows frees the layer's activations
       } else if (part == LayerPart::kMoeGate) {
         w.activation_bytes += scale * samples * static_cast<double>(layer.activation_replicated_bytes_per_sample);
         w.checkpoint_bytes += scale * CheckpointBytes(layer, samples, run.tp, e_.plan.sequence_parallel);
@@ -228,8 +231,20 @@ class Emitter {
         deps.push_back(rid);
       }
       TaskId id = -1;
+      const bool split = req_.phase == Phase::kBackward && e_.opt.split_backward;
+      if (split) {
+        // The input gradients of the whole run first, down to its first layer, whose gradient
+        // (an embedding's rows) then exists before the other weights'.
+        const TaskId data = Compute(lane, r0, run.tp, Work(lane, run, run.first, run.end, frac, LayerPart::kBackwardData, 0),
+                                    deps, g, gangs);
+        deps = {data};
+        if (req_.final_backward && run.first == 0) {
+          for (int r = r0; r < r0 + run.tp; ++r) e_.embedding_backward[{lane.iteration, e_.Dev(lane.replica, lane.stage, r)}] = data;
+        }
+      }
       for (const auto& [a, b] : pieces) {
-        id = Compute(lane, r0, run.tp, Work(lane, run, a, b, frac, LayerPart::kWhole, 0), deps, g, gangs);
+        id = Compute(lane, r0, run.tp, Work(lane, run, a, b, frac, split ? LayerPart::kBackwardWeights : LayerPart::kWhole, 0),
+                     deps, g, gangs);
         deps.clear();
         for (int l = a; l < b; ++l) RecordBackward(lane, r0, run.tp, l, id);
       }
@@ -240,6 +255,10 @@ class Emitter {
 
   absl::Status TensorParallel(LaneState& ls, const LayerRun& run) {
     const Lane& lane = ls.lane;
+    if (req_.phase == Phase::kBackward && e_.opt.split_backward) {
+      return absl::UnimplementedError(absl::StrCat("layer ", run.first, ": a backward split into input and weight "
+                                                   "gradients (split_backward) runs without tensor-parallel collectives"));
+    }
     const int T = e_.plan.tp(lane.stage);
     const int gangs = T / run.tp;
     const int k = e_.opt.tp_chunks;
@@ -306,6 +325,10 @@ class Emitter {
     const int l = run.first;
     const Layer& layer = e_.model.layers[static_cast<size_t>(l)];
     const Lane& lead = lanes.front().lane;
+    if (req_.phase == Phase::kBackward && e_.opt.split_backward) {
+      return absl::UnimplementedError(absl::StrCat("layer ", l, " (", layer.name, "): a backward split into input and "
+                                                   "weight gradients (split_backward) runs without expert parallelism"));
+    }
     if (e_.plan.tp(lead.stage) != 1) {
       return absl::UnimplementedError(absl::StrCat("layer ", l, " (", layer.name, "): expert parallelism runs on stages of "
                                                    "tensor-parallel degree 1; stage ", lead.stage, " has ",

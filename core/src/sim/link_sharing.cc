@@ -14,16 +14,20 @@ LinkSharing::LinkSharing(const Cluster& cluster, RateUpdates mode) : mode_(mode)
   holders_.assign(links.size(), 0);
   share_ = bandwidth_;
   prev_share_ = bandwidth_;
+  top_.assign(links.size(), 0);
+  prev_top_.assign(links.size(), 0);
   users_.assign(links.size(), {});
   since_.assign(links.size(), 0.0);
   stats_.assign(links.size(), SimLinkStats{});
 }
 
-std::int32_t LinkSharing::Add(TaskId task, TaskId partner, const CommPlan* plan) {
+std::int32_t LinkSharing::Add(TaskId task, TaskId partner, const CommPlan* plan, std::uint8_t priority) {
   Activity a;
   a.task = task;
   a.partner = partner;
   a.plan = plan;
+  a.priority = priority;
+  prioritised_ = prioritised_ || priority > 0;
   acts_.push_back(a);
   return static_cast<std::int32_t>(acts_.size() - 1);
 }
@@ -56,7 +60,10 @@ void LinkSharing::StopTransfer(std::int32_t a, double now, Reschedule reschedule
 }
 
 void LinkSharing::Change(const CommPhase& ph, std::int32_t a, int delta, double now) {
-  for (const auto& [link, bytes] : ph.link_bytes) prev_share_[static_cast<size_t>(link)] = share_[static_cast<size_t>(link)];
+  for (const auto& [link, bytes] : ph.link_bytes) {
+    prev_share_[static_cast<size_t>(link)] = share_[static_cast<size_t>(link)];
+    prev_top_[static_cast<size_t>(link)] = top_[static_cast<size_t>(link)];
+  }
   std::int32_t pos = 0;
   for (const auto& [link, bytes] : ph.link_bytes) {
     const size_t l = static_cast<size_t>(link);
@@ -68,8 +75,27 @@ void LinkSharing::Change(const CommPhase& ph, std::int32_t a, int delta, double 
       users.erase(std::find_if(users.begin(), users.end(), [a](const User& u) { return u.act == a; }));
       if (--holders_[l] == 0) stats_[l].busy_s += now - since_[l];
     }
-    share_[l] = bandwidth_[l] / std::max(1, holders_[l]);
+    Refresh(l);
   }
+}
+
+void LinkSharing::Refresh(size_t l) {
+  if (!prioritised_) {
+    share_[l] = bandwidth_[l] / std::max(1, holders_[l]);
+    return;
+  }
+  std::uint8_t top = 0;
+  int urgent = 0;
+  for (const User& u : users_[l]) {
+    const std::uint8_t p = acts_[static_cast<size_t>(u.act)].priority;
+    if (p > top) {
+      top = p;
+      urgent = 0;
+    }
+    if (p == top) ++urgent;
+  }
+  top_[l] = top;
+  share_[l] = bandwidth_[l] / std::max(1, urgent);
 }
 
 void LinkSharing::BuildTree(std::int32_t a) {
@@ -87,7 +113,7 @@ void LinkSharing::BuildTree(std::int32_t a) {
   t.assign(2 * leaves, std::numeric_limits<double>::infinity());
   for (size_t i = 0; i < lb.size(); ++i) {
     const auto& [link, bytes] = lb[i];
-    if (bytes > 0) t[leaves + i] = share_[static_cast<size_t>(link)] / bytes;
+    if (bytes > 0) t[leaves + i] = Share(static_cast<size_t>(link), act.priority) / bytes;
   }
   for (size_t i = leaves - 1; i >= 1; --i) t[i] = std::min(t[2 * i], t[2 * i + 1]);
 }
@@ -108,7 +134,7 @@ double LinkSharing::FullRate(const Activity& act) const {
   double rate = std::numeric_limits<double>::infinity();
   for (const auto& [link, bytes] : act.plan->phases[act.phase].link_bytes) {
     if (bytes <= 0) continue;
-    rate = std::min(rate, share_[static_cast<size_t>(link)] / bytes);
+    rate = std::min(rate, Share(static_cast<size_t>(link), act.priority) / bytes);
   }
   return rate;
 }
@@ -121,8 +147,10 @@ void LinkSharing::Apply(std::int32_t b, double rate, bool force, double now, Res
   if (rate == act.rate && !force) return;  // its pending finish event still holds
   act.rate = rate;
   ++act.version;
+  // Held back by more urgent transfers: no finish until a re-rating gives it bandwidth again.
+  if (rate <= 0 && act.remaining > 0) return;
   const double start = std::max(now, act.flows_from);
-  reschedule(std::isinf(rate) ? start : start + act.remaining / rate, b, act.version);
+  reschedule(std::isinf(rate) || act.remaining <= 0 ? start : start + act.remaining / rate, b, act.version);
 }
 
 void LinkSharing::Mark(std::int32_t b) {
@@ -149,13 +177,13 @@ void LinkSharing::Rerate(const CommPhase& ph, std::int32_t self, double now, Res
   visited_.clear();
   for (const auto& [link, bytes] : ph.link_bytes) {
     const size_t l = static_cast<size_t>(link);
-    const double now_share = share_[l], was = prev_share_[l];
-    const bool faster = now_share > was;
     for (const User& u : users_[l]) {
       const size_t b = static_cast<size_t>(u.act);
       if (mark_[b] != epoch_) Mark(u.act);
       if (u.bytes <= 0) continue;
       const Activity& act = acts_[b];
+      const double now_share = Share(l, act.priority), was = PrevShare(l, act.priority);
+      const bool faster = now_share > was;
       if (act.tree >= 0) {  // its rate is the tree's minimum, read in pass 2
         UpdateTree(act, u.pos, now_share / u.bytes);
         recompute_[b] = 1;

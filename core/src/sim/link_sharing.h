@@ -1,7 +1,7 @@
 // Communication in flight and the links it shares (the simulator's flow model, DESIGN.md §4).
 // A transfer holds every link of its phase from the phase's start; each link's bandwidth is
-// split evenly among its holders, and a transfer moves at the pace of its most constrained
-// link. Whenever a transfer starts or stops, every transfer sharing one of its links is
+// split evenly among its most urgent holders (Task::priority; the others on it get none until
+// those are gone), and a transfer moves at the pace of its most constrained link. Whenever a transfer starts or stops, every transfer sharing one of its links is
 // brought up to date and, if its rate changed, given a new finish time.
 //
 // Two ways to find the new rates, with identical results (tests/sim/link_sharing_test.cc):
@@ -37,6 +37,7 @@ struct Activity {
   double flows_from = 0.0;  // end of the phase's latency
   std::uint32_t version = 0;
   std::int32_t tree = -1;   // its min-tree in LinkSharing while a phase of many links moves
+  std::uint8_t priority = 0;  // Task::priority
 };
 
 class LinkSharing {
@@ -49,7 +50,7 @@ class LinkSharing {
   // Room for `n` activities (each Add after that is cheap).
   void Reserve(size_t n) { acts_.reserve(n); }
   // A new activity; its index. Nothing is held until StartTransfer.
-  std::int32_t Add(TaskId task, TaskId partner, const CommPlan* plan);
+  std::int32_t Add(TaskId task, TaskId partner, const CommPlan* plan, std::uint8_t priority = 0);
   [[nodiscard]] Activity& act(std::int32_t a) noexcept { return acts_[static_cast<size_t>(a)]; }
   [[nodiscard]] const Activity& act(std::int32_t a) const noexcept { return acts_[static_cast<size_t>(a)]; }
 
@@ -81,10 +82,24 @@ class LinkSharing {
   void Apply(std::int32_t b, double rate, bool force, double now, Reschedule reschedule);
   void Mark(std::int32_t b);
 
+  // The bandwidth a holder of `priority` gets on link l: an even share among the link's most
+  // urgent holders, none for the others; now, or before the last Change.
+  [[nodiscard]] double Share(size_t l, std::uint8_t priority) const noexcept {
+    return priority == top_[l] ? share_[l] : 0.0;
+  }
+  [[nodiscard]] double PrevShare(size_t l, std::uint8_t priority) const noexcept {
+    return priority == prev_top_[l] ? prev_share_[l] : 0.0;
+  }
+  // Recounts link l's most urgent class and its share after a holder came or went.
+  void Refresh(size_t l);
+
   RateUpdates mode_;
   std::vector<double> bandwidth_;             // by LinkId
   std::vector<int> holders_;                  // transfers holding each link
-  std::vector<double> share_, prev_share_;    // bandwidth / max(1, holders): now, before Change
+  // bandwidth / max(1, holders of the most urgent class `top_`): now, before Change.
+  std::vector<double> share_, prev_share_;
+  std::vector<std::uint8_t> top_, prev_top_;
+  bool prioritised_ = false;                  // some transfer had a priority above 0
   std::vector<std::vector<User>> users_;
   std::vector<double> since_;                 // when the link last became busy
   std::vector<SimLinkStats> stats_;

@@ -1,4 +1,7 @@
 #include "sim/sim_backend.h"
+#include "sim/data_audit.h"
+#include "engine/data_files.h"
+#include "testbed/embedding_rows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -32,7 +35,7 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
   const double resident_before = ResidentMiB();
   const auto t0 = std::chrono::steady_clock::now();
   SchedulingContext sctx{model, cluster, plan, train, device_model, settings.compression, settings.inputs,
-                         static_cast<int>(std::max<std::int64_t>(1, train.steps))};
+                         static_cast<int>(std::max<std::int64_t>(1, train.steps)), settings.tokens};
   absl::StatusOr<Schedule> schedule = CallPlugin("scheduler", "", [&] { return scheduler.BuildSchedule(sctx); });
   if (!schedule.ok()) return schedule.status();
   if (settings.check_schedule) TESTBED_RETURN_IF_ERROR(schedule->Check());
@@ -52,6 +55,12 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
   // while both are still held), and the process's peak so far.
   const double resident_growth = std::max(0.0, ResidentMiB() - resident_before);
 
+  std::int64_t audited = -1;
+  if (settings.audit_data) {
+    TESTBED_ASSIGN_OR_RETURN(const sim::AuditResult audit,
+                             sim::AuditDataDependencies(*schedule, r.task_start_s, r.task_end_s));
+    audited = audit.checked;
+  }
   if (settings.enforce_memory) TESTBED_RETURN_IF_ERROR(CheckMemory(plan, cluster, r, settings.memory_reserve_bytes));
   const ReportInputs report{plan, model, cluster, train, *schedule, r, settings.memory_reserve_bytes};
   RunOutput out;
@@ -59,6 +68,7 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
   out.metrics.Add("schedule_build_s", std::chrono::duration<double>(t1 - t0).count(), "s");
   out.metrics.Add("simulation_wall_s", std::chrono::duration<double>(t2 - t1).count(), "s");
   out.metrics.Add("simulator_memory_mib", resident_growth, "MiB");
+  if (audited >= 0) out.metrics.Add("audited_data_dependencies", static_cast<double>(audited), "pairs");
   out.metrics.Add("process_peak_memory_mib", PeakResidentMiB(), "MiB");
   if (with_tables) SimTables(report, opt.record_timeline, out);
   return out;
@@ -88,6 +98,16 @@ const BackendInfo& SimBackend::Info() {
             .Doc("with a compressor: compress every gradient, or the embedding's (sparse) only"),
         ParamSpec::Double("embedding_density", 0.0).Range(0, 1)
             .Doc("share of the embedding gradient's rows that are non-zero (0: expected unique tokens of a replica's batch)"),
+        ParamSpec::Choice("tokens", "zipf", {"zipf", "text"})
+            .Doc("where batches' tokens come from when sparse embedding communication counts the rows each batch "
+                 "touches: a Zipf law over the vocabulary (token_zipf), or word sequences of the shipped text "
+                 "(data/text/gpl-3.0.txt, words ranked by frequency)"),
+        ParamSpec::Double("token_zipf", 1.0).Range(0, 4)
+            .Doc("tokens = zipf: the law's exponent (rank r drawn with probability proportional to r^-exponent; 0 "
+                 "is uniform)"),
+        ParamSpec::Bool("audit_data", false)
+            .Doc("check the simulated timeline: no communication starts before the data it carries exists, and no "
+                 "forward before its embedding rows (a failed check fails the run)"),
     };
     b.sections["workload"] = WorkloadSchema();
     b.workload_keys = WorkloadKeys();
@@ -118,6 +138,9 @@ absl::StatusOr<std::unique_ptr<SimRun>> PrepareSimRun(const ResolvedRun& run, co
   settings.timeline = run.meta.timeline;
   const std::string compress = read_sim.Get<std::string>("compress");
   double density = read_sim.Get<double>("embedding_density");
+  const std::string tokens = read_sim.Get<std::string>("tokens");
+  p.tokens.zipf_exponent = read_sim.Get<double>("token_zipf");
+  settings.audit_data = read_sim.Get<bool>("audit_data");
   TESTBED_RETURN_IF_ERROR(read_sim.status());
   if (run.model == nullptr) return made;  // a traced workload: no model, plan or scheduler
   TESTBED_ASSIGN_OR_RETURN(p.scheduler, registry.Create<Scheduler>(make(ComponentKind::kScheduler).name,
@@ -140,6 +163,14 @@ absl::StatusOr<std::unique_ptr<SimRun>> PrepareSimRun(const ResolvedRun& run, co
     settings.compression = &p.compression;
   }
   settings.inputs = &p.inputs;
+  p.tokens.seed = run.seed;
+  if (tokens == "text") {
+    TESTBED_ASSIGN_OR_RETURN(const std::string text, FindData("text/gpl-3.0.txt"));
+    TESTBED_ASSIGN_OR_RETURN(WordCorpus corpus, ReadWordCorpus(text));
+    p.tokens.kind = TokenModel::Kind::kCorpus;
+    p.tokens.corpus = std::move(corpus.ids);
+  }
+  settings.tokens = &p.tokens;
   PlanningContext ctx{*run.model, *run.cluster, run.train, run.parallel, *p.device_model, run.seed, {}};
   SimSettings quiet = settings;
   quiet.check_schedule = false;

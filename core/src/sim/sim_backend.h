@@ -31,6 +31,9 @@ struct SimSettings {
   std::string timeline = "auto";  // from [experiment] timeline
   const GradientCompression* compression = nullptr;  // the run's compressor, if any
   const StepInputs* inputs = nullptr;                // per-iteration inputs the planning chain filled
+  const TokenModel* tokens = nullptr;                // where batches' tokens come from (sparse embeddings)
+  // Hold the simulated timeline to the data each communication needs (sim/data_audit.h).
+  bool audit_data = false;
 };
 
 // Simulates `plan` with `scheduler` and returns the run's metrics and tables. The same
@@ -49,6 +52,7 @@ struct SimRun {
   std::shared_ptr<Compressor> compressor;
   GradientCompression compression;
   StepInputs inputs;
+  TokenModel tokens;
   SimSettings settings;
   PlanningOutcome planned;
 };

@@ -241,7 +241,7 @@ class Engine {
       Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
       return;
     }
-    StartPhase(flows_.Add(task, partner, plan));
+    StartPhase(flows_.Add(task, partner, plan, s_.task(task).priority));
   }
 
   template <typename F>

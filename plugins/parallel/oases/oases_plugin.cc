@@ -103,10 +103,7 @@ class OverlapScheduler final : public Scheduler {
  public:
   explicit OverlapScheduler(ExpandOptions o) : o_(o) {}
   absl::StatusOr<Schedule> BuildSchedule(const SchedulingContext& ctx) override {
-    if (ctx.plan.virtual_stages() != 1) return absl::InvalidArgumentError("oases.overlap runs one model chunk per stage");
-    const int pp = ctx.plan.pp();
-    return ExpandPipeline(
-        ctx, ProgramSource([pp](int m) -> absl::StatusOr<PipelineProgram> { return OneFOneBProgram(pp, m); }), o_);
+    return ExpandOneFOneB(ctx, o_, "oases.overlap");
   }
 
  private:

@@ -11,30 +11,31 @@ namespace {
 
 class TwoBW final : public Scheduler {
  public:
-  explicit TwoBW(ExpandOptions o) : o_(o) {}
+  TwoBW(ExpandOptions o, bool deferred) : o_(o), deferred_(deferred) {}
   [[nodiscard]] absl::StatusOr<Schedule> BuildSchedule(const SchedulingContext& ctx) override {
-    if (ctx.plan.virtual_stages() != 1) {
-      return absl::InvalidArgumentError("pipedream_2bw runs one model chunk per stage; the plan has virtual stages");
-    }
-    const int pp = ctx.plan.pp(), iterations = ctx.iterations;
-    return ExpandPipeline(ctx,
-                          ProgramSource([pp, iterations](int m) -> absl::StatusOr<PipelineProgram> {
-                            return PipeDream2BWProgram(pp, m, iterations);
-                          }),
-                          o_);
+    return ExpandPipeDream2BW(ctx, o_, deferred_, "pipedream_2bw");
   }
 
  private:
   ExpandOptions o_;
+  bool deferred_;
 };
 
 absl::Status Register(Registry& r) {
+  std::vector<ParamSpec> params = ExpandOptionParams();
+  params.push_back(ParamSpec::Choice("update", "deferred", {"deferred", "at_last_backward"})
+                       .Doc("deferred: a stage applies iteration i's update just before the first forward of "
+                            "iteration i + 2 (where the data needs it); at_last_backward: right after its last "
+                            "backward of iteration i, waiting for the gradient all-reduce, as PipeDream-2BW's "
+                            "runtime does (simulated only: the next iteration's later forwards see the new "
+                            "weights)"));
   return r.Add<Scheduler>("pipedream_2bw",
                           "PipeDream-2BW: 1F1B with no flush across train.steps iterations, one-version-late "
                           "updates, two weight versions",
-                          ExpandOptionParams(), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Scheduler>> {
+                          params, [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Scheduler>> {
                             TESTBED_ASSIGN_OR_RETURN(ExpandOptions o, ExpandOptionsFrom(p));
-                            return std::make_unique<TwoBW>(o);
+                            TESTBED_ASSIGN_OR_RETURN(const std::string update, p.Get<std::string>("update"));
+                            return std::make_unique<TwoBW>(o, update == "deferred");
                           });
 }
 

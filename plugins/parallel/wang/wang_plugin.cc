@@ -15,10 +15,7 @@ class Decomposed final : public Scheduler {
  public:
   explicit Decomposed(ExpandOptions o) : o_(o) {}
   absl::StatusOr<Schedule> BuildSchedule(const SchedulingContext& ctx) override {
-    if (ctx.plan.virtual_stages() != 1) return absl::InvalidArgumentError("wang.decomposed runs one model chunk per stage");
-    const int pp = ctx.plan.pp();
-    return ExpandPipeline(
-        ctx, ProgramSource([pp](int m) -> absl::StatusOr<PipelineProgram> { return OneFOneBProgram(pp, m); }), o_);
+    return ExpandOneFOneB(ctx, o_, "wang.decomposed");
   }
 
  private:

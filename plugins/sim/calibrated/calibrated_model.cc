@@ -56,7 +56,11 @@ bool IsRecomputeKernel(const Kernel& k) {
 absl::StatusOr<double> CalibratedModel::ComputeLayerTime(const LayerWork& work, const DeviceSpec& device) const {
   if (absl::Status st = CheckWork(work); !st.ok()) return st;
   const std::vector<Kernel> kernels = LayerKernels(work);
-  if (kernels.empty() && work.part == LayerPart::kMoeExperts) return 0.0;  // no tokens reached this rank
+  // No tokens reached this rank's experts, or a part of a split backward with nothing to do.
+  if (kernels.empty() && (work.part == LayerPart::kMoeExperts || work.part == LayerPart::kBackwardData ||
+                          work.part == LayerPart::kBackwardWeights)) {
+    return 0.0;
+  }
   if (kernels.empty()) {
     return absl::UnimplementedError(
         absl::StrCat("calibrated: no kernels for a ", LayerKindName(work.layer->kind), " layer"));

@@ -17,6 +17,8 @@ class CalibratedModel final : public DeviceModel {
  public:
   explicit CalibratedModel(Calibration calibration) : calibration_(std::move(calibration)) {}
 
+  // Each part of a split backward from its own kernels (layer_kernels.h).
+  [[nodiscard]] bool PricesBackwardParts() const noexcept override { return true; }
   // Attention layers use the attention coefficients; MLP, MoE, embedding and head layers
   // the MLP ones (the measured op closest in kernel mix: GEMMs and elementwise kernels, no
   // per-head products). Recompute is a forward. Errors: InvalidArgument for impossible work

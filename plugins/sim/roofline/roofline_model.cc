@@ -29,7 +29,12 @@ absl::StatusOr<double> RooflineModel::ComputeLayerTime(const LayerWork& work, co
     return absl::InvalidArgumentError("layer work needs a layer, micro_batch >= 1 and tp >= 1");
   }
   const std::vector<Kernel> kernels = LayerKernels(work);
-  if (kernels.empty() && work.part == LayerPart::kMoeExperts) return 0.0;  // no tokens reached this rank
+  // No tokens reached this rank's experts, or a part of a split backward with nothing to do
+  // (an embedding's weight gradient is its gather's scatter, in the input-gradient part).
+  if (kernels.empty() && (work.part == LayerPart::kMoeExperts || work.part == LayerPart::kBackwardData ||
+                          work.part == LayerPart::kBackwardWeights)) {
+    return 0.0;
+  }
   if (kernels.empty()) {
     return absl::UnimplementedError(absl::StrCat("roofline: no kernels for a ", LayerKindName(work.layer->kind), " layer"));
   }

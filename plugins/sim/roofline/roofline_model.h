@@ -20,6 +20,8 @@ struct RooflineParams {
 class RooflineModel final : public DeviceModel {
  public:
   explicit RooflineModel(RooflineParams p) : p_(p) {}
+  // Each part of a split backward from its own kernels (layer_kernels.h).
+  [[nodiscard]] bool PricesBackwardParts() const noexcept override { return true; }
   [[nodiscard]] absl::StatusOr<double> ComputeLayerTime(const LayerWork& work, const DeviceSpec& device) const override;
   [[nodiscard]] absl::StatusOr<double> KernelTime(double flops, double bytes, Precision precision,
                                                   const DeviceSpec& device) const override;
