@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -508,10 +509,15 @@ absl::StatusOr<RunOutput> RealBackend::Run(const ResolvedRun& run, const Registr
     one_inputs.cancelled = control.cancelled;
     TESTBED_ASSIGN_OR_RETURN(exec::ExecutionResult ref, exec::Execute(one_inputs, std::move(one_endpoints)));
     double loss_diff = 0, norm_diff = 0;
+    // A loss or norm that is not finite on either side (training diverged) is no agreement.
+    auto gap = [](double a, double b) {
+      const double d = std::fabs(a - b);
+      return std::isfinite(d) ? d : std::numeric_limits<double>::infinity();
+    };
     for (size_t i = 0; i < steps.size() && i < ref.steps.size(); ++i) {
       single_loss.push_back(ref.steps[i].loss);
-      loss_diff = std::max(loss_diff, std::fabs(steps[i].loss - ref.steps[i].loss));
-      norm_diff = std::max(norm_diff, std::fabs(steps[i].grad_norm - ref.steps[i].grad_norm) /
+      loss_diff = std::max(loss_diff, gap(steps[i].loss, ref.steps[i].loss));
+      norm_diff = std::max(norm_diff, gap(steps[i].grad_norm, ref.steps[i].grad_norm) /
                                           std::max(1e-30, ref.steps[i].grad_norm));
     }
     m.Add("single_process_final_loss", ref.steps.back().loss, loss_unit);
