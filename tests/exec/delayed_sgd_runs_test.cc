@@ -5,6 +5,7 @@
 // stay within 0..tau and are recorded per step; the generalisation-gap metrics are the
 // difference of the two evaluations; bad settings are refused by name.
 #include <gmock/gmock.h>
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include "exec/real_backend.h"
@@ -124,6 +125,28 @@ real = { delay = 4, delay_kind = "random", check_against_single = true, weight_d
   }
   EXPECT_EQ(MetricOf(*outs[1], "updates_applied"), updates);
   EXPECT_EQ(MetricOf(*outs[1], "bound_shape"), -1.0);  // fixed delays only
+}
+
+TEST_F(DelayedSgdRuns, ADivergedRunDoesNotAgreeWithTheReference) {
+  // A step size that overflows the squared loss: both runs' losses stop being finite, which is
+  // no agreement (the difference is infinite, not 0), and a bound on it fails the run.
+  const std::string arms = R"(
+[[arm]]
+name = "diverged"
+train = { learning_rate = 1e30 }
+real = { check_against_single = true, loss = "squared" }
+[[arm]]
+name = "bounded"
+train = { learning_rate = 1e30 }
+real = { check_against_single = true, loss = "squared", max_loss_diff_vs_single = 1.0 }
+)";
+  RealBackend backend;
+  auto outs = RunAll(Experiment("[parallel]\ndp = 2\n", arms), backend);
+  ASSERT_EQ(outs.size(), 2u);
+  ASSERT_TRUE(outs[0].ok()) << outs[0].status();
+  EXPECT_TRUE(std::isinf(MetricOf(*outs[0], "max_loss_diff_vs_single")));
+  ASSERT_FALSE(outs[1].ok());
+  EXPECT_THAT(std::string(outs[1].status().message()), HasSubstr("more than [real] max_loss_diff_vs_single"));
 }
 
 TEST_F(DelayedSgdRuns, BadSettingsAreRefusedByName) {
