@@ -79,13 +79,15 @@ absl::StatusOr<WordCorpus> ReadWordCorpus(const std::string& path) {
 }
 
 EmbeddingRowSampler::EmbeddingRowSampler(TokenModel model, std::int64_t vocab, int replicas,
-                                         std::int64_t tokens_per_replica, std::int64_t seq_len, int stale_lag)
+                                         std::int64_t tokens_per_replica, std::int64_t seq_len, int stale_lag,
+                                         int time_parts)
     : model_(std::move(model)),
       vocab_(vocab),
       replicas_(replicas),
       tokens_(tokens_per_replica),
       seq_len_(std::max<std::int64_t>(1, seq_len)),
       lag_(std::max(1, stale_lag)),
+      time_parts_(std::max(1, time_parts)),
       state_(model_.seed * 0x2545F4914F6CDD1DULL + 17) {}
 
 std::int64_t EmbeddingRowSampler::Draw() {
@@ -119,6 +121,7 @@ absl::StatusOr<SparseRows> EmbeddingRowSampler::Next() {
       for (double& c : cdf_) c /= sum;
     }
     seen_.assign(static_cast<size_t>(vocab_), -1);
+    first_.assign(static_cast<size_t>(vocab_), 0);
     ago_.assign(static_cast<size_t>(lag_ + 1), std::vector<char>(static_cast<size_t>(vocab_), 0));
   }
   const int n = replicas_;
@@ -126,6 +129,8 @@ absl::StatusOr<SparseRows> EmbeddingRowSampler::Next() {
   out.replicas = n;
   out.rows.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0.0);
   out.stale.assign(out.rows.size(), 0.0);
+  out.parts = time_parts_;
+  if (time_parts_ > 1) out.stale_parts.assign(out.rows.size() * static_cast<size_t>(time_parts_), 0.0);
   const std::int64_t t = iteration_++;
   // Rows touched by iteration t - lag (ring slot), and this iteration's slot, cleared.
   std::vector<char>& old = ago_[static_cast<size_t>((t + 1) % (lag_ + 1))];  // = (t - lag) mod (lag + 1)
@@ -133,25 +138,40 @@ absl::StatusOr<SparseRows> EmbeddingRowSampler::Next() {
   std::fill(now.begin(), now.end(), 0);
   for (int i = 0; i < n; ++i) {
     const int stamp = static_cast<int>(t) * n + i;
-    auto touch = [&](std::int64_t row) {
-      if (seen_[static_cast<size_t>(row)] == stamp) return;
-      seen_[static_cast<size_t>(row)] = stamp;
-      now[static_cast<size_t>(row)] = 1;
-      const size_t cell = static_cast<size_t>(i) * static_cast<size_t>(n) + static_cast<size_t>(row % n);
-      out.rows[cell] += 1;
-      if (t >= lag_ && old[static_cast<size_t>(row)] != 0) out.stale[cell] += 1;
+    named_.clear();
+    // `position`: the token's place in its sequence.
+    auto touch = [&](std::int64_t row, std::int64_t position) {
+      const size_t r = static_cast<size_t>(row);
+      if (seen_[r] == stamp) {
+        first_[r] = std::min(first_[r], position);
+        return;
+      }
+      seen_[r] = stamp;
+      first_[r] = position;
+      named_.push_back(row);
+      now[r] = 1;
     };
     if (corpus) {
       const auto size = static_cast<std::int64_t>(model_.corpus.size());
       for (std::int64_t done = 0; done < tokens_; done += seq_len_) {
         std::int64_t at = static_cast<std::int64_t>(SplitMix(state_) % static_cast<std::uint64_t>(size));
         for (std::int64_t k = 0; k < std::min(seq_len_, tokens_ - done); ++k) {
-          touch(model_.corpus[static_cast<size_t>(at)]);
+          touch(model_.corpus[static_cast<size_t>(at)], k);
           at = at + 1 == size ? 0 : at + 1;
         }
       }
     } else {
-      for (std::int64_t k = 0; k < tokens_; ++k) touch(Draw());
+      for (std::int64_t k = 0; k < tokens_; ++k) touch(Draw(), k % seq_len_);
+    }
+    for (std::int64_t row : named_) {
+      const size_t cell = static_cast<size_t>(i) * static_cast<size_t>(n) + static_cast<size_t>(row % n);
+      out.rows[cell] += 1;
+      if (t < lag_ || old[static_cast<size_t>(row)] == 0) continue;
+      out.stale[cell] += 1;
+      if (time_parts_ > 1) {
+        const std::int64_t part = first_[static_cast<size_t>(row)] * time_parts_ / seq_len_;
+        out.stale_parts[static_cast<size_t>(part) * out.rows.size() + cell] += 1;
+      }
     }
   }
   return out;

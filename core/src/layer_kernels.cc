@@ -1,6 +1,7 @@
 #include "testbed/layer_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace testbed {
 namespace {
@@ -215,12 +216,17 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
       // Per direction (cuDNN's persistent-free LSTM): the input's share of the 4 gates for
       // every token in one GEMM, then per time step the recurrent product of the batch's
       // states and the fused gate arithmetic; the steps run one after another.
+      // A time slice runs its share of the steps for the whole micro-batch.
+      const bool slice = work.part == LayerPart::kTimeSlice;
+      const double batch = slice ? static_cast<double>(work.micro_batch) : samples;
+      const auto steps = slice ? std::max<std::int64_t>(1, std::llround(static_cast<double>(l.seq_len) * work.fraction))
+                               : l.seq_len;
       const double in = f, gates = 4 * h;
       for (std::int64_t dir = 0; dir < l.lstm_directions; ++dir) {
         b.Linear("lstm_input", tokens, gates, in);
-        for (std::int64_t step = 0; step < l.seq_len; ++step) {
-          b.Linear("lstm_recurrent", samples, gates, h);
-          b.Memory("lstm_gates", samples * gates, 2);
+        for (std::int64_t step = 0; step < steps; ++step) {
+          b.Linear("lstm_recurrent", batch, gates, h);
+          b.Memory("lstm_gates", batch * gates, 2);
         }
       }
       break;
@@ -284,6 +290,7 @@ const char* LayerPartName(LayerPart part) noexcept {
     case LayerPart::kMoeExperts: return "experts";
     case LayerPart::kBackwardData: return "data-grad";
     case LayerPart::kBackwardWeights: return "weight-grad";
+    case LayerPart::kTimeSlice: return "time-slice";
   }
   return "?";
 }

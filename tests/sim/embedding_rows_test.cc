@@ -73,6 +73,36 @@ TEST(EmbeddingRows, StaleRowsAreThoseTheIterationLagBeforeTouched) {
   }
 }
 
+TEST(EmbeddingRows, StaleRowsSplitByThePartOfTheSequenceThatFirstNamesThem) {
+  // A text of 0 1 2 3 0 1 2 3 ...: one sequence of 4 from any offset names every row once, at
+  // positions 0..3; at 2 parts, two rows fall in each. From iteration 1 on all four are stale.
+  TokenModel m;
+  m.kind = TokenModel::Kind::kCorpus;
+  m.corpus = {0, 1, 2, 3, 0, 1, 2, 3};
+  EmbeddingRowSampler sampler(m, 4, 1, 4, 4, 1, 2);
+  for (int t = 0; t < 3; ++t) {
+    auto rows = sampler.Next();
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_EQ(rows->parts, 2);
+    ASSERT_EQ(rows->stale_parts.size(), 2u);
+    EXPECT_EQ(rows->stale[0], t == 0 ? 0.0 : 4.0);
+    EXPECT_EQ(rows->stale_parts[0], t == 0 ? 0.0 : 2.0);
+    EXPECT_EQ(rows->stale_parts[1], t == 0 ? 0.0 : 2.0);
+  }
+  // Under a Zipf law the parts add up to the stale rows of every cell.
+  TokenModel z;
+  EmbeddingRowSampler zipf(z, 300, 2, 200, 20, 1, 4);
+  for (int t = 0; t < 3; ++t) {
+    auto rows = zipf.Next();
+    ASSERT_TRUE(rows.ok());
+    for (size_t c = 0; c < rows->rows.size(); ++c) {
+      double sum = 0;
+      for (int p = 0; p < 4; ++p) sum += rows->stale_parts[static_cast<size_t>(p) * rows->rows.size() + c];
+      EXPECT_EQ(sum, rows->stale[c]);
+    }
+  }
+}
+
 TEST(EmbeddingRows, DeterministicBySeed) {
   auto draw = [](std::uint64_t seed) {
     TokenModel m;

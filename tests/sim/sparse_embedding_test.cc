@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "ring.h"
+#include "roofline_model.h"
 #include "sim/data_audit.h"
 #include "sim/simulator.h"
 #include "sim_fixtures.h"
@@ -252,6 +253,92 @@ TEST(SparseEmbedding, WhatItCannotRunIsRefusedByName) {
   auto z = Expanded(model, zero, Sparse(false), 1, nullptr);
   ASSERT_FALSE(z.ok());
   EXPECT_NE(z.status().message().find("zero_stage"), std::string::npos) << z.status();
+}
+
+TEST(SparseEmbedding, ALstmsFirstForwardGoesInPartsEachWaitingForItsOwnRows) {
+  // EmbRace's per-row priority at 4 parts: an LSTM model's first forward of an iteration runs
+  // in 4 parts of its time steps, the changed rows come in 4 lookups by the part that first
+  // needs them, and part 0 starts before the last part's rows arrive. No optimizer step, so
+  // that the rows are what the next iteration waits for.
+  ModelShape shape;
+  shape.name = "lstm";
+  shape.family = "lstm";
+  shape.layers = 2;
+  shape.hidden = 256;
+  shape.seq_len = 32;
+  shape.vocab = 50000;
+  shape.tied_embeddings = false;
+  const ModelGraph model = *BuildModelGraph(shape);
+  GridSpec g;
+  g.dp = 2;
+  g.micro_batch = 16;
+  g.micro_batches = 1;
+  g.chunks = {StageSpec{0, static_cast<int>(model.layers.size()), 0}};
+  const Plan plan = GridPlan(g);
+  StepInputs in;
+  for (int t = 0; t < 3; ++t) {
+    SparseRows r = Rows({3000, 4000, 4000, 3000}, {1600, 2000, 2000, 1600});
+    r.parts = 4;
+    for (int p = 0; p < 4; ++p) r.stale_parts.insert(r.stale_parts.end(), {400, 500, 500, 400});
+    in.Mutable(t).embedding_rows[0] = r;
+  }
+  const Cluster cluster = StarCluster(2, 1e9, 0);
+  TrainSettings train;
+  train.optimizer_step = false;
+  const roofline::RooflineModel dm(roofline::RooflineParams{});
+  const collectives::Ring ring(collectives::CommTuning{});
+  auto run = [&](int parts) -> absl::StatusOr<Ran> {
+    ExpandOptions o = Sparse(true);
+    o.embedding_priority_parts = parts;
+    SchedulingContext ctx{model, cluster, plan, train, dm, nullptr, &in, 3};
+    auto s = ExpandPipeline(ctx, OneFOneBProgram(1, 1), o);
+    if (!s.ok()) return s.status();
+    if (absl::Status st = s->Check(); !st.ok()) return st;
+    auto r = Simulate(*s, SimInputs{model, cluster, dm, ring}, SimOptions{});
+    if (!r.ok()) return r.status();
+    auto audit = sim::AuditDataDependencies(*s, r->task_start_s, r->task_end_s);
+    if (!audit.ok()) return audit.status();
+    return Ran{*std::move(s), *std::move(r)};
+  };
+  auto whole = run(1);
+  auto parted = run(4);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_TRUE(parted.ok()) << parted.status();
+  const Schedule& s = parted->schedule;
+  std::vector<TaskId> forward;
+  for (TaskId id = 0; id < static_cast<TaskId>(s.size()); ++id) {
+    const Task& t = s.task(id);
+    if (t.kind == TaskKind::kCompute && t.phase == Phase::kForward && t.iteration == 1 && t.device == 0 &&
+        t.sub_batches == 4) {
+      forward.push_back(id);
+      EXPECT_EQ(t.first_layer, 0);
+      EXPECT_EQ(t.end_layer, 2);  // the embedding and the first LSTM layer; the rest after them, whole
+      EXPECT_EQ(s.compute(id).part, LayerPart::kTimeSlice);
+    }
+  }
+  ASSERT_EQ(forward.size(), 4u);
+  std::vector<TaskId> lookups;
+  for (TaskId l : SparseTasks(s, TaskKind::kCollective, Phase::kForward, 1)) {
+    if (s.task(l).sub_batch >= 1) lookups.push_back(l);
+  }
+  ASSERT_EQ(lookups.size(), 4u);
+  EXPECT_EQ(s.task(lookups.back()).sub_batches, 5);
+  const auto& start = parted->result.task_start_s;
+  const auto& end = parted->result.task_end_s;
+  EXPECT_LT(start[static_cast<size_t>(forward.front())], end[static_cast<size_t>(lookups.back())]);
+  for (size_t p = 0; p < 4; ++p) EXPECT_GE(start[static_cast<size_t>(forward[p])], end[static_cast<size_t>(lookups[p])]);
+  // The forward that waited for every row ends later than the one in parts.
+  auto forward_end = [](const Ran& r) {
+    double last = 0;
+    for (TaskId id = 0; id < static_cast<TaskId>(r.schedule.size()); ++id) {
+      const Task& t = r.schedule.task(id);
+      if (t.kind == TaskKind::kCompute && t.phase == Phase::kForward && t.iteration == 1 && t.device == 0) {
+        last = std::max(last, r.result.task_end_s[static_cast<size_t>(id)]);
+      }
+    }
+    return last;
+  };
+  EXPECT_LT(forward_end(*parted), forward_end(*whole));
 }
 
 TEST(DataAudit, ACommunicationBeforeItsDataIsCaught) {

@@ -19,8 +19,10 @@ enum class Phase { kForward, kBackward, kRecompute };
 // (norm, router, token permutation) on each rank, then its experts on the tokens each rank
 // received (LayerWork::expert_tokens). A backward split in two (ExpandOptions::split_backward)
 // runs the input gradients first (kBackwardData: every kernel but the weight-gradient GEMMs,
-// on the path to the layers before) and the weights' gradients later (kBackwardWeights).
-enum class LayerPart : std::uint8_t { kWhole, kMoeGate, kMoeExperts, kBackwardData, kBackwardWeights };
+// on the path to the layers before) and the weights' gradients later (kBackwardWeights). A
+// forward in parts of its time steps (kTimeSlice) runs the share `fraction` of the sequence's
+// steps for the whole micro-batch (a recurrent layer's step kernels keep their batch).
+enum class LayerPart : std::uint8_t { kWhole, kMoeGate, kMoeExperts, kBackwardData, kBackwardWeights, kTimeSlice };
 [[nodiscard]] const char* LayerPartName(LayerPart part) noexcept;
 
 // The work of one layer on one device for one micro-batch.

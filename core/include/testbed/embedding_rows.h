@@ -35,8 +35,10 @@ class EmbeddingRowSampler {
   // `stale_lag`: a lookup of iteration t needs the update of iteration t - stale_lag (1 for
   // synchronous training, 2 under PipeDream-2BW, whose iteration t runs on the weights after
   // iteration t - 2's update).
+  // `time_parts` > 1: the stale rows are also split by the part of the sequence (of that
+  // many equal parts of its positions) where a replica's batch first names them.
   EmbeddingRowSampler(TokenModel model, std::int64_t vocab, int replicas, std::int64_t tokens_per_replica,
-                      std::int64_t seq_len, int stale_lag = 1);
+                      std::int64_t seq_len, int stale_lag = 1, int time_parts = 1);
   // The next iteration's rows. InvalidArgument when the corpus names rows beyond the vocabulary
   // or has no tokens, or a count is out of range.
   [[nodiscard]] absl::StatusOr<SparseRows> Next();
@@ -49,10 +51,13 @@ class EmbeddingRowSampler {
   int replicas_;
   std::int64_t tokens_, seq_len_;
   int lag_;
+  int time_parts_;
   int iteration_ = 0;
   std::uint64_t state_ = 0;            // the draw's random state
   std::vector<double> cdf_;            // Zipf: cumulative probabilities by rank
   std::vector<int> seen_;              // per row: the last (iteration, replica) stamp that named it
+  std::vector<std::int64_t> first_;    // per row: the earliest position the current replica names it at
+  std::vector<std::int64_t> named_;    // rows the current replica names
   std::vector<std::vector<char>> ago_; // per row: touched 1..lag iterations ago (a ring)
 };
 

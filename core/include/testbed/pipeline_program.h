@@ -115,6 +115,13 @@ struct ExpandOptions {
   // before the other weights' (EmbRace's reordered backward, ZeroBubble's B and W), then the
   // weights' gradients, last layer first.
   bool split_backward = false;
+  // kAllToAll with embedding_prefetch: the rows an update changed are fetched in this many
+  // parts, ordered by the time step that first needs them, and where the embedding feeds a
+  // one-directional recurrent layer (an LSTM) the first forward of an iteration runs in as many
+  // parts of its time steps, each waiting only for its rows (EmbRace's per-row priority queue,
+  // at this granularity; recurrent layers proceed step by step, so their first steps need only
+  // the first steps' rows). 1: one part.
+  int embedding_priority_parts = 1;
   // Task::priority of the communication on each stream (all 0: every transfer shares links
   // evenly); a send's receive takes its send's.
   std::array<std::uint8_t, streams::kCount> stream_priority{};

@@ -48,6 +48,10 @@ struct SparseRows {
   int replicas = 0;
   std::vector<double> rows;
   std::vector<double> stale;
+  // The stale rows split by the part of the sequence that first names them: stale_parts[p *
+  // replicas^2 + i * replicas + j] for time part p of `parts` (empty: not split).
+  int parts = 1;
+  std::vector<double> stale_parts;
 };
 
 // Where the tokens of a batch come from, when the rows of an embedding table each batch

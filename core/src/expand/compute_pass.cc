@@ -108,7 +108,8 @@ class Walker {
           TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kForward, false, st.first_layer + r, st.end_layer, false}));
           for (int rep : replicas) e_.pending_recompute.insert(key(rep));
         } else {
-          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kForward, false, st.first_layer, st.end_layer, false}));
+          TESTBED_RETURN_IF_ERROR(EmitRange(
+              e_, lanes, {Phase::kForward, false, st.first_layer, st.end_layer, false, 0, 0, TimeParts(s, c, mb, it)}));
         }
         if (g < last_g) {
           for (LaneState& ls : lanes) {
@@ -161,6 +162,20 @@ class Walker {
         break;
     }
     return absl::OkStatus();
+  }
+
+  // Parts of the time steps the first forward of an iteration runs in, each waiting for its
+  // embedding rows (ExpandOptions::embedding_priority_parts): where the embedding's rows are
+  // exchanged sparse with the untouched ones fetched early, and it feeds a one-directional
+  // LSTM, which reads its first steps' rows first.
+  int TimeParts(int s, int c, int mb, int it) const {
+    const ExpandOptions& o = e_.opt;
+    if (o.embedding_exchange != EmbeddingExchange::kAllToAll || !o.embedding_prefetch || o.embedding_priority_parts < 2 ||
+        s != 0 || c != 0 || mb != 0 || it == 0 || e_.plan.dp(0) < 2 || e_.model.layers.size() < 2) {
+      return 1;
+    }
+    const Layer& next = e_.model.layers[1];
+    return next.kind == LayerKind::kLstm && next.lstm_directions == 1 ? o.embedding_priority_parts : 1;
   }
 
   // The optimizer kernels of one step; what they wait for is added by the gradient-sync pass.

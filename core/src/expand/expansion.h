@@ -127,6 +127,9 @@ class Expansion {
   // Sparse embedding communication: the task after which a device's embedding gradient rows
   // exist, per (iteration, device), where it is not the layer's final backward (a split one).
   std::map<std::pair<int, DeviceId>, TaskId> embedding_backward;
+  // ... and the parts of an iteration's first forward split by time (RangeRequest::time_parts),
+  // per (iteration, device), in order.
+  std::map<std::pair<int, DeviceId>, std::vector<TaskId>> forward_parts;
   // Optimizer kernels emitted by the compute pass per (iteration, device), and what they
   // wait for, filled in by the gradient-sync pass.
   std::map<std::pair<int, DeviceId>, TaskId> optimizer_task;

@@ -127,7 +127,7 @@ class Emitter {
     for (int l = first; l < end; ++l) {
       const Layer& layer = e_.model.layers[static_cast<size_t>(l)];
       const double scale = ActivationScale(e_, l);
-      if (part == LayerPart::kWhole || part == LayerPart::kBackwardWeights) {
+      if (part == LayerPart::kWhole || part == LayerPart::kBackwardWeights || part == LayerPart::kTimeSlice) {
         // A split backward frees the activations once the weights' gradients have used them.
         w.activation_bytes += scale * ActivationBytes(layer, samples, run.tp, e_.plan.sequence_parallel, selective);
         w.checkpoint_bytes += scale * CheckpointBytes(layer, samples, run.tp, e_.plan.sequence_parallel);
@@ -231,6 +231,23 @@ class Emitter {
         deps.push_back(rid);
       }
       TaskId id = -1;
+      if (req_.phase == Phase::kForward && req_.time_parts > 1) {
+        // The run's first two layers (the embedding and the recurrent layer it feeds) one part
+        // of the time steps after another, each its share of the work; the rest whole after.
+        const int parts = req_.time_parts, cut = std::min(run.end, run.first + 2);
+        for (int p = 0; p < parts; ++p) {
+          id = Compute(lane, r0, run.tp, Work(lane, run, run.first, cut, frac / static_cast<float>(parts),
+                                              LayerPart::kTimeSlice, 0),
+                       deps, p, parts);
+          deps.clear();
+          for (int r = r0; r < r0 + run.tp; ++r) {
+            e_.forward_parts[{lane.iteration, e_.Dev(lane.replica, lane.stage, r)}].push_back(id);
+          }
+        }
+        if (cut < run.end) id = Compute(lane, r0, run.tp, Work(lane, run, cut, run.end, frac, LayerPart::kWhole, 0), {id}, g, gangs);
+        for (int r = r0; r < r0 + run.tp; ++r) ls.frontier[static_cast<size_t>(r)] = {id};
+        continue;
+      }
       const bool split = req_.phase == Phase::kBackward && e_.opt.split_backward;
       if (split) {
         // The input gradients of the whole run first, down to its first layer, whose gradient

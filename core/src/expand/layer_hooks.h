@@ -35,6 +35,12 @@ struct RangeRequest {
   // Backward with ExpandOptions::recompute_interleaved: the checkpointed layers
   // [recompute_first, recompute_end) are recomputed each just before its own backward.
   int recompute_first = 0, recompute_end = 0;
+  // > 1: a forward whose dense run's first two layers (an embedding and the recurrent layer it
+  // feeds) go in this many parts of their time steps (sub-batch p of time_parts, a share of the
+  // steps each, LayerPart::kTimeSlice), one after another, the rest of the run whole after them
+  // (EmbRace's per-row priority: each part waits only for its rows); the parts are recorded in
+  // Expansion::forward_parts.
+  int time_parts = 1;
 };
 
 // Emits layers [first, end) of one op for every lane (one replica, or an expert-parallel

@@ -60,7 +60,7 @@ class SparsePass {
         prefetch_(e.opt.embedding_prefetch),
         sampler_(e.ctx.tokens != nullptr ? *e.ctx.tokens : TokenModel{}, emb_.vocab, dp_,
                  e.plan.MicroBatches(0, 0) * e.plan.micro_batch * emb_.seq_len * emb_.embedding_streams,
-                 emb_.seq_len, e.weight_versions) {
+                 emb_.seq_len, e.weight_versions, std::max(1, e.opt.embedding_priority_parts)) {
     for (int r = 0; r < dp_; ++r) members_.push_back(e.Dev(r, 0, 0));
     group_ = e.sched.Group(members_);
   }
@@ -88,11 +88,30 @@ class SparsePass {
     if (t >= lag) after_update = updates_[t - lag];
     std::vector<TaskId> done = prefetched_[t];
     const bool split = prefetch_ && t > 0;
-    done.push_back(split ? Lookup(t, current->stale, 1, 2, after_update) : Lookup(t, current->rows, 0, 1, after_update));
-    for (DeviceId d : members_) {
-      const TaskId first = e_.FirstCompute(t, d);
-      if (first < 0) continue;
-      for (TaskId id : done) e_.sched.AddDep(first, id);
+    // EmbRace's priority: where the iteration's first forward runs in parts of its time steps,
+    // the changed rows come in as many parts, each first needed by that part, and each part
+    // of the forward waits only for its own (and the early rows).
+    const int parts = TimeParts(t, *current);
+    if (split && parts > 1) {
+      const size_t cells = current->rows.size();
+      for (int p = 0; p < parts; ++p) {
+        const std::vector<double> rows(current->stale_parts.begin() + static_cast<std::ptrdiff_t>(p * cells),
+                                       current->stale_parts.begin() + static_cast<std::ptrdiff_t>((p + 1) * cells));
+        const TaskId part = Lookup(t, rows, p + 1, parts + 1, after_update);
+        for (DeviceId d : members_) {
+          const std::vector<TaskId>& compute = e_.forward_parts.at({t, d});
+          for (TaskId early : prefetched_[t]) e_.sched.AddDep(compute.front(), early);
+          e_.sched.AddDep(compute[static_cast<size_t>(p)], part);
+        }
+        done.push_back(part);
+      }
+    } else {
+      done.push_back(split ? Lookup(t, current->stale, 1, 2, after_update) : Lookup(t, current->rows, 0, 1, after_update));
+      for (DeviceId d : members_) {
+        const TaskId first = e_.FirstCompute(t, d);
+        if (first < 0) continue;
+        for (TaskId id : done) e_.sched.AddDep(first, id);
+      }
     }
     if (prefetch_ && t + 1 < e_.iterations) {
       TESTBED_ASSIGN_OR_RETURN(const SparseRows* next, RowsOf(t + 1));
@@ -101,6 +120,23 @@ class SparsePass {
       prefetched_[t + 1] = {Lookup(t + 1, fresh, 0, 2, done)};
     }
     return absl::OkStatus();
+  }
+
+  // The parts iteration t's first forward runs in on every member (1: not split), where the
+  // rows say which part first needs each changed row.
+  int TimeParts(int t, const SparseRows& rows) const {
+    size_t parts = 0;
+    for (DeviceId d : members_) {
+      auto it = e_.forward_parts.find({t, d});
+      const size_t n = it == e_.forward_parts.end() ? 0 : it->second.size();
+      if (d == members_.front()) parts = n;
+      if (n != parts) return 1;
+    }
+    if (parts < 2 || rows.parts != static_cast<int>(parts) ||
+        rows.stale_parts.size() != parts * rows.rows.size()) {
+      return 1;
+    }
+    return static_cast<int>(parts);
   }
 
   // Iteration t's row gradients to their owners after each replica's embedding backward, then

@@ -125,7 +125,7 @@ class Audit {
       return;
     }
     // A lookup of rows an update changed needs the update of the weight version it reads.
-    const bool changed_rows = t.sub_batches == 1 || t.sub_batch == 1;
+    const bool changed_rows = t.sub_batches == 1 || t.sub_batch >= 1;
     const int source = t.iteration - std::max(1, s_.weight_versions());
     if (!changed_rows || source < 0) return;
     auto it = updates_.find(source);
@@ -137,6 +137,10 @@ class Audit {
     auto it = lookups_.find(t.iteration);
     if (it == lookups_.end()) return;
     for (TaskId l : it->second) {
+      const Task& lt = s_.task(l);
+      // A forward in parts of its time steps needs the early rows and the changed rows of its
+      // own part and those before (lookup part p + 1 of parts + 1 for forward part p).
+      if (t.sub_batches > 1 && lt.sub_batches == t.sub_batches + 1 && lt.sub_batch > t.sub_batch + 1) continue;
       const auto members = s_.DevicesOf(l);
       if (std::any_of(members.begin(), members.end(), [&](DeviceId d) { return OnDevice(s_, id, d); })) Need(id, l);
     }

@@ -15,10 +15,11 @@
 //     member's backward of the embedding (layer 0) of that iteration, the weights' part of a
 //     split backward aside, has ended;
 //   - a sparse embedding lookup of rows an update changes (sparse-comm, forward; the whole
-//     lookup, or its stale part, sub-batch 1 of 2) of iteration t: the owners' updates of
-//     iteration t - weight_versions have ended;
+//     lookup, 0 of 1, or a part of the changed rows, p >= 1 of its parts) of iteration t:
+//     the owners' updates of iteration t - weight_versions have ended;
 // and, the other way, every compute task of an iteration on a device taking part in that
-// iteration's sparse lookups starts after they end.
+// iteration's sparse lookups starts after they end (a forward in parts of its time steps,
+// part p of P, after the early rows and the changed rows' parts 1..p + 1 of P + 1).
 #pragma once
 
 #include <cstdint>

@@ -31,6 +31,10 @@ absl::Status Register(Registry& r) {
   params.push_back(ParamSpec::Choice("scheduling", "2d", {"2d", "none"})
                        .Doc("2d: EmbRace's 2D communication scheduling (input gradients first, the next rows the "
                             "update leaves alone fetched early); none: the hybrid all-to-all communication alone"));
+  params.push_back(ParamSpec::Int("priority_parts", 4).Range(1, 64)
+                       .Doc("2d: the rows an update changed fetched in this many parts by the time step that first "
+                            "needs them, the first forward of an LSTM model in as many parts of its steps, each "
+                            "waiting only for its rows (1: all rows before the forward)"));
   return r.Add<Scheduler>("embrace",
                           "EmbRace: embedding rows owned by the replicas and exchanged by all-to-all-v, dense "
                           "gradients all-reduced, 2D communication scheduling (1F1B program)",
@@ -40,6 +44,8 @@ absl::Status Register(Registry& r) {
                             o.embedding_exchange = EmbeddingExchange::kAllToAll;
                             o.embedding_prefetch = scheduling == "2d";
                             o.split_backward = scheduling == "2d";
+                            TESTBED_ASSIGN_OR_RETURN(const std::int64_t parts, p.Get<std::int64_t>("priority_parts"));
+                            o.embedding_priority_parts = scheduling == "2d" ? static_cast<int>(parts) : 1;
                             return std::make_unique<EmbRace>(o);
                           });
 }
