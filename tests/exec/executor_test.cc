@@ -23,6 +23,7 @@
 #include "exec/data_sources.h"
 #include "exec/executor.h"
 #include "exec/executor_stack.h"
+#include "built_components.h"
 #include "exec/real_backend.h"
 #include "fake_device.h"
 #include "on_every_rank.h"
@@ -95,13 +96,7 @@ class ExecutorTest : public ::testing::Test {
 
   template <typename T>
   static std::shared_ptr<T> Make(const std::string& name, const std::map<std::string, ParamValue>& set = {}) {
-    const ComponentEntry* e = registry_->Find(T::kKind, name);
-    EXPECT_NE(e, nullptr) << "component " << name << " not loaded";
-    if (e == nullptr) return nullptr;
-    ParamSet p;
-    for (const ParamSpec& s : e->decl.params) p.Set(s.name(), s.default_value());
-    for (const auto& [k, v] : set) p.Set(k, v);
-    auto made = registry_->Create<T>(name, p);
+    auto made = testing::MakeComponent<T>(*registry_, name, set);
     EXPECT_TRUE(made.ok()) << made.status();
     return made.ok() ? *made : nullptr;
   }

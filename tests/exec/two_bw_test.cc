@@ -11,6 +11,7 @@
 
 #include <cmath>
 
+#include "built_components.h"
 #include "engine/plugin_loader.h"
 #include "exec/data_sources.h"
 #include "exec/executor.h"
@@ -40,11 +41,7 @@ class TwoBWTest : public ::testing::Test {
 
   template <typename T>
   static absl::StatusOr<std::shared_ptr<T>> Make(const std::string& name) {
-    const ComponentEntry* e = registry_->Find(T::kKind, name);
-    if (e == nullptr) return absl::NotFoundError(name + " not loaded");
-    ParamSet p;
-    for (const ParamSpec& s : e->decl.params) p.Set(s.name(), s.default_value());
-    return registry_->Create<T>(name, p);
+    return testing::MakeComponent<T>(*registry_, name);
   }
 
   struct Setup {

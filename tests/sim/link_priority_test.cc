@@ -20,20 +20,7 @@ constexpr double kBytes = 1e9;  // 0.1 s alone on a link
 // A send from `a` to `b` of `bytes` on `stream` with `priority`, after `deps`.
 TaskId Send(Schedule& s, DeviceId a, DeviceId b, double bytes, std::uint8_t stream, std::uint8_t priority,
             const std::vector<TaskId>& deps = {}) {
-  Task send;
-  send.kind = TaskKind::kSend;
-  send.stream = stream;
-  send.device = a;
-  send.peer = b;
-  send.bytes = static_cast<std::int64_t>(bytes);
-  send.priority = priority;
-  const TaskId id = s.Add(send, deps);
-  Task recv = send;
-  recv.kind = TaskKind::kRecv;
-  recv.device = b;
-  recv.peer = a;
-  s.Link(s.Add(recv, deps), id);
-  return id;
+  return AddTransfer(s, a, b, static_cast<std::int64_t>(bytes), stream, priority, deps);
 }
 
 SimResult Simulated(const Schedule& s, const Cluster& cluster, RateUpdates mode = RateUpdates::kIncremental) {

@@ -44,18 +44,7 @@ Schedule RandomTraffic(const Cluster& cluster, unsigned seed, int count) {
     const DeviceId a = device(rng);
     DeviceId b = device(rng);
     if (b == a) b = (a + 1) % n;
-    Task send;
-    send.kind = TaskKind::kSend;
-    send.stream = streams::kDataComm;
-    send.device = a;
-    send.peer = b;
-    send.bytes = bytes;
-    const TaskId st = s.Add(send);
-    Task recv = send;
-    recv.kind = TaskKind::kRecv;
-    recv.device = b;
-    recv.peer = a;
-    s.Link(s.Add(recv), st);
+    AddTransfer(s, a, b, bytes, streams::kDataComm);
   }
   return s;
 }

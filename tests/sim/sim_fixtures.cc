@@ -65,6 +65,24 @@ Cluster StarCluster(int devices, double bandwidth, double link_latency_s, double
   return *Cluster::Build("star", {NodeGroup{type, nodes}});
 }
 
+TaskId AddTransfer(Schedule& s, DeviceId a, DeviceId b, std::int64_t bytes, std::uint8_t stream,
+                   std::uint8_t priority, const std::vector<TaskId>& deps) {
+  Task send;
+  send.kind = TaskKind::kSend;
+  send.stream = stream;
+  send.device = a;
+  send.peer = b;
+  send.bytes = bytes;
+  send.priority = priority;
+  const TaskId id = s.Add(send, deps);
+  Task recv = send;
+  recv.kind = TaskKind::kRecv;
+  recv.device = b;
+  recv.peer = a;
+  s.Link(s.Add(recv, deps), id);
+  return id;
+}
+
 ModelGraph Gpt(int blocks, int hidden, int seq) {
   ModelShape s;
   s.name = "test-gpt";

@@ -6,6 +6,7 @@
 #include "testbed/device_model.h"
 #include "testbed/model_graph.h"
 #include "testbed/plan.h"
+#include "testbed/schedule.h"
 
 namespace testbed::testing {
 
@@ -37,6 +38,10 @@ struct BridgedPairsSpec {
 };
 [[nodiscard]] Cluster BridgedPairs(const BridgedPairsSpec& spec);
 [[nodiscard]] ModelGraph Gpt(int blocks, int hidden = 1024, int seq = 1024);
+// A send of `bytes` from `a` to `b` on `stream` (with `priority`) and its receive, both after
+// `deps`; the send's id.
+TaskId AddTransfer(Schedule& s, DeviceId a, DeviceId b, std::int64_t bytes, std::uint8_t stream,
+                   std::uint8_t priority = 0, const std::vector<TaskId>& deps = {});
 // An H100-like device: FP32 66.9, BF16 and FP16 989.4, FP8 1978.9 TFLOP/s; 80 GiB at 3.35 TB/s.
 [[nodiscard]] DeviceSpec Hopper();
 // `devices` Hopper devices on one star node (400 GB/s, 1 us links).

@@ -50,11 +50,13 @@ struct Ran {
   SimResult result;
 };
 
+// `device_model` null: every attention or MLP layer takes kLayer (ConstantDeviceModel).
 absl::StatusOr<Ran> Expanded(const ModelGraph& model, const Plan& plan, const ExpandOptions& o, int iterations,
-                        const StepInputs* inputs, bool two_bw = false, double bandwidth = 1e9) {
+                             const StepInputs* inputs, bool two_bw = false, double bandwidth = 1e9,
+                             const DeviceModel* device_model = nullptr, const TrainSettings& train = TrainSettings{}) {
   const Cluster cluster = StarCluster(plan.num_devices(), bandwidth, 0);
-  TrainSettings train;
-  const ConstantDeviceModel dm(kLayer);
+  const ConstantDeviceModel constant(kLayer);
+  const DeviceModel& dm = device_model != nullptr ? *device_model : constant;
   const collectives::Ring ring(collectives::CommTuning{});
   SchedulingContext ctx{model, cluster, plan, train, dm, nullptr, inputs, iterations};
   const int pp = plan.pp();
@@ -282,23 +284,13 @@ TEST(SparseEmbedding, ALstmsFirstForwardGoesInPartsEachWaitingForItsOwnRows) {
     for (int p = 0; p < 4; ++p) r.stale_parts.insert(r.stale_parts.end(), {400, 500, 500, 400});
     in.Mutable(t).embedding_rows[0] = r;
   }
-  const Cluster cluster = StarCluster(2, 1e9, 0);
   TrainSettings train;
   train.optimizer_step = false;
   const roofline::RooflineModel dm(roofline::RooflineParams{});
-  const collectives::Ring ring(collectives::CommTuning{});
-  auto run = [&](int parts) -> absl::StatusOr<Ran> {
+  auto run = [&](int parts) {
     ExpandOptions o = Sparse(true);
     o.embedding_priority_parts = parts;
-    SchedulingContext ctx{model, cluster, plan, train, dm, nullptr, &in, 3};
-    auto s = ExpandPipeline(ctx, OneFOneBProgram(1, 1), o);
-    if (!s.ok()) return s.status();
-    if (absl::Status st = s->Check(); !st.ok()) return st;
-    auto r = Simulate(*s, SimInputs{model, cluster, dm, ring}, SimOptions{});
-    if (!r.ok()) return r.status();
-    auto audit = sim::AuditDataDependencies(*s, r->task_start_s, r->task_end_s);
-    if (!audit.ok()) return audit.status();
-    return Ran{*std::move(s), *std::move(r)};
+    return Expanded(model, plan, o, 3, &in, false, 1e9, &dm, train);
   };
   auto whole = run(1);
   auto parted = run(4);
