@@ -7,9 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ring.h"
-#include "sim/simulator.h"
 #include "sim_fixtures.h"
+#include "traffic_sim.h"
 
 namespace testbed::testing {
 namespace {
@@ -23,23 +22,12 @@ TaskId Send(Schedule& s, DeviceId a, DeviceId b, double bytes, std::uint8_t stre
   return AddTransfer(s, a, b, static_cast<std::int64_t>(bytes), stream, priority, deps);
 }
 
-SimResult Simulated(const Schedule& s, const Cluster& cluster, RateUpdates mode = RateUpdates::kIncremental) {
-  const ModelGraph model = Gpt(1);
-  const ConstantDeviceModel dm(0);
-  const collectives::Ring ring(collectives::CommTuning{});
-  SimOptions opt;
-  opt.rate_updates = mode;
-  auto r = Simulate(s, SimInputs{model, cluster, dm, ring}, opt);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *std::move(r) : SimResult{};
-}
-
 TEST(LinkPriority, EqualPrioritiesShareTheLinkEvenly) {
   const Cluster cluster = StarCluster(2, kBw, 0);
   Schedule s(2);
   const TaskId a = Send(s, 0, 1, kBytes, streams::kPipelineComm, 0);
   const TaskId b = Send(s, 0, 1, kBytes, streams::kDataComm, 0);
-  const SimResult r = Simulated(s, cluster);
+  const SimResult r = SimulateTraffic(s, cluster);
   EXPECT_DOUBLE_EQ(r.task_end_s[static_cast<size_t>(a)], 2 * kBytes / kBw);
   EXPECT_DOUBLE_EQ(r.task_end_s[static_cast<size_t>(b)], 2 * kBytes / kBw);
 }
@@ -49,7 +37,7 @@ TEST(LinkPriority, TheMoreUrgentTransferTakesTheLinkAndTheOtherWaits) {
   Schedule s(2);
   const TaskId low = Send(s, 0, 1, kBytes, streams::kDataComm, 1);
   const TaskId high = Send(s, 0, 1, kBytes, streams::kPipelineComm, 3);
-  const SimResult r = Simulated(s, cluster);
+  const SimResult r = SimulateTraffic(s, cluster);
   EXPECT_DOUBLE_EQ(r.task_end_s[static_cast<size_t>(high)], kBytes / kBw);
   EXPECT_DOUBLE_EQ(r.task_end_s[static_cast<size_t>(low)], 2 * kBytes / kBw);
 }
@@ -63,7 +51,7 @@ TEST(LinkPriority, AnUrgentTransferArrivingLaterPausesTheOther) {
   // The urgent transfer waits for a send elsewhere (2 -> 0 on other links) of 0.05 s.
   const TaskId before = Send(s, 2, 0, kBytes / 2, streams::kTensorComm, 0);
   const TaskId high = Send(s, 0, 1, kBytes, streams::kPipelineComm, 3, {before});
-  const SimResult r = Simulated(s, cluster);
+  const SimResult r = SimulateTraffic(s, cluster);
   EXPECT_DOUBLE_EQ(r.task_end_s[static_cast<size_t>(before)], 0.05);
   EXPECT_DOUBLE_EQ(r.task_start_s[static_cast<size_t>(high)], 0.05);
   EXPECT_DOUBLE_EQ(r.task_end_s[static_cast<size_t>(high)], 0.15);
@@ -82,7 +70,7 @@ TEST(LinkPriority, ATransferHeldBackOnOneLinkKeepsItsShareOfTheOthers) {
   const TaskId low = Send(s, 0, 2, kBytes, streams::kDataComm, 1);
   const TaskId high = Send(s, 1, 2, kBytes, streams::kPipelineComm, 3);
   const TaskId other = Send(s, 0, 1, kBytes, streams::kTensorComm, 1);
-  const SimResult r = Simulated(s, cluster);
+  const SimResult r = SimulateTraffic(s, cluster);
   EXPECT_DOUBLE_EQ(r.task_end_s[static_cast<size_t>(high)], 0.1);
   EXPECT_DOUBLE_EQ(r.task_end_s[static_cast<size_t>(other)], 0.2);
   EXPECT_NEAR(r.task_end_s[static_cast<size_t>(low)], 0.25, 1e-12);
@@ -102,8 +90,8 @@ TEST(LinkPriority, IncrementalRatesEqualFullRecomputeUnderRandomPriorities) {
          static_cast<std::uint8_t>(priority(rng)));
   }
   ASSERT_TRUE(s.Check().ok()) << s.Check();
-  const SimResult inc = Simulated(s, cluster, RateUpdates::kIncremental);
-  const SimResult full = Simulated(s, cluster, RateUpdates::kFull);
+  const SimResult inc = SimulateTraffic(s, cluster, RateUpdates::kIncremental);
+  const SimResult full = SimulateTraffic(s, cluster, RateUpdates::kFull);
   EXPECT_EQ(inc.task_start_s, full.task_start_s);
   EXPECT_EQ(inc.task_end_s, full.task_end_s);
   EXPECT_GT(inc.iteration_time_s, 0);

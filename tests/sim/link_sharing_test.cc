@@ -8,9 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ring.h"
-#include "sim/simulator.h"
 #include "sim_fixtures.h"
+#include "traffic_sim.h"
 
 namespace testbed::testing {
 namespace {
@@ -49,17 +48,6 @@ Schedule RandomTraffic(const Cluster& cluster, unsigned seed, int count) {
   return s;
 }
 
-SimResult SimulateWith(const Schedule& s, const Cluster& cluster, RateUpdates mode) {
-  const ModelGraph model = Gpt(1);
-  const ConstantDeviceModel dm(0);
-  const collectives::Ring ring(collectives::CommTuning{});
-  SimOptions opt;
-  opt.rate_updates = mode;
-  auto r = Simulate(s, SimInputs{model, cluster, dm, ring}, opt);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *std::move(r) : SimResult{};
-}
-
 TEST(LinkSharing, IncrementalRatesEqualFullRecomputeBitForBit) {
   // 16 nodes of 8: a collective over a third of the devices holds more links than
   // LinkSharing::kTreeLinks, so min-trees are exercised too.
@@ -67,8 +55,8 @@ TEST(LinkSharing, IncrementalRatesEqualFullRecomputeBitForBit) {
   for (unsigned seed = 1; seed <= 6; ++seed) {
     const Schedule s = RandomTraffic(cluster, seed, 400);
     ASSERT_TRUE(s.Check().ok()) << s.Check();
-    const SimResult inc = SimulateWith(s, cluster, RateUpdates::kIncremental);
-    const SimResult full = SimulateWith(s, cluster, RateUpdates::kFull);
+    const SimResult inc = SimulateTraffic(s, cluster, RateUpdates::kIncremental);
+    const SimResult full = SimulateTraffic(s, cluster, RateUpdates::kFull);
     ASSERT_EQ(inc.tasks, static_cast<std::int64_t>(s.size()));
     EXPECT_EQ(inc.iteration_time_s, full.iteration_time_s) << "seed " << seed;
     EXPECT_EQ(inc.task_start_s, full.task_start_s) << "seed " << seed;
@@ -106,7 +94,7 @@ TEST(LinkSharing, TransfersThroughOneNicShareItEvenly) {
     }
     const double latency = cluster.PathLatency(0, 4);
     for (RateUpdates mode : {RateUpdates::kIncremental, RateUpdates::kFull}) {
-      const SimResult r = SimulateWith(s, cluster, mode);
+      const SimResult r = SimulateTraffic(s, cluster, mode);
       EXPECT_NEAR(r.iteration_time_s, latency + k * static_cast<double>(bytes) / kBw, 1e-15) << "k = " << k;
     }
   }

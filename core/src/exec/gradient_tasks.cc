@@ -115,6 +115,8 @@ absl::Status GradientTasks::OptimizerStep(int iteration) {
   s_.versions.BeforeStep();
   TESTBED_RETURN_IF_ERROR(s_.versions.WithGradientsOf(iteration, [&] { return StepHeld(iteration); }));
   s_.versions.AfterStep(iteration);
+  // The iteration's batch has served every task of this rank by its step.
+  if (s_.overlapping) s_.data_of.erase(iteration);
   return absl::OkStatus();
 }
 

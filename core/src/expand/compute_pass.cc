@@ -9,6 +9,7 @@
 #include "expand/expansion.h"
 #include "expand/layer_hooks.h"
 #include "expand/p2p.h"
+#include "expand/sparse_embedding.h"
 #include "testbed/status_macros.h"
 
 namespace testbed::expand {
@@ -170,8 +171,8 @@ class Walker {
   // LSTM, which reads its first steps' rows first.
   int TimeParts(int s, int c, int mb, int it) const {
     const ExpandOptions& o = e_.opt;
-    if (o.embedding_exchange != EmbeddingExchange::kAllToAll || !o.embedding_prefetch || o.embedding_priority_parts < 2 ||
-        s != 0 || c != 0 || mb != 0 || it == 0 || e_.plan.dp(0) < 2 || e_.model.layers.size() < 2) {
+    if (!SparseEmbedding(e_, 0) || !o.embedding_prefetch || o.embedding_priority_parts < 2 || s != 0 || c != 0 ||
+        mb != 0 || it == 0 || e_.plan.dp(0) < 2 || e_.model.layers.size() < 2) {
       return 1;
     }
     const Layer& next = e_.model.layers[1];

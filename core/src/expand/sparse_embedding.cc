@@ -1,7 +1,6 @@
 #include "expand/sparse_embedding.h"
 
 #include <algorithm>
-#include <deque>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -94,15 +93,14 @@ class SparsePass {
     const int parts = TimeParts(t, *current);
     if (split && parts > 1) {
       const size_t cells = current->rows.size();
+      for (DeviceId d : members_) {
+        for (TaskId early : prefetched_[t]) e_.sched.AddDep(e_.forward_parts.at({t, d}).front(), early);
+      }
       for (int p = 0; p < parts; ++p) {
         const std::vector<double> rows(current->stale_parts.begin() + static_cast<std::ptrdiff_t>(p * cells),
                                        current->stale_parts.begin() + static_cast<std::ptrdiff_t>((p + 1) * cells));
         const TaskId part = Lookup(t, rows, p + 1, parts + 1, after_update);
-        for (DeviceId d : members_) {
-          const std::vector<TaskId>& compute = e_.forward_parts.at({t, d});
-          for (TaskId early : prefetched_[t]) e_.sched.AddDep(compute.front(), early);
-          e_.sched.AddDep(compute[static_cast<size_t>(p)], part);
-        }
+        for (DeviceId d : members_) e_.sched.AddDep(e_.forward_parts.at({t, d})[static_cast<size_t>(p)], part);
         done.push_back(part);
       }
     } else {

@@ -85,10 +85,10 @@ class LinkSharing {
   // The bandwidth a holder of `priority` gets on link l: an even share among the link's most
   // urgent holders, none for the others; now, or before the last Change.
   [[nodiscard]] double Share(size_t l, std::uint8_t priority) const noexcept {
-    return priority == top_[l] ? share_[l] : 0.0;
+    return !prioritised_ || priority == top_[l] ? share_[l] : 0.0;
   }
   [[nodiscard]] double PrevShare(size_t l, std::uint8_t priority) const noexcept {
-    return priority == prev_top_[l] ? prev_share_[l] : 0.0;
+    return !prioritised_ || priority == prev_top_[l] ? prev_share_[l] : 0.0;
   }
   // Recounts link l's most urgent class and its share after a holder came or went.
   void Refresh(size_t l);
