@@ -74,6 +74,8 @@ struct Cluster::Impl {
   std::vector<NodeGroup> groups;
   std::vector<NodeTopology> topologies;  // one per group
   Network network;
+  CrossVendorPath cross_vendor = CrossVendorPath::kDeviceDirect;
+  double host_copy_bytes_per_s = 10e9;
   // Network tiers: the first link of each tier's switches (up, then down, per switch) and how
   // many switches the tier has; tier 0's switch of each (node, NIC) port is computed.
   std::vector<LinkId> first_tier_link;
@@ -171,6 +173,12 @@ absl::StatusOr<Cluster> Cluster::Build(std::string name, std::vector<NodeGroup> 
   Impl& im = *c.impl_;
   im.name = std::move(name);
   im.network = options.network;
+  im.cross_vendor = options.cross_vendor;
+  im.host_copy_bytes_per_s = options.host_copy_bytes_per_s;
+  if (options.cross_vendor == CrossVendorPath::kHostStaged && !(options.host_copy_bytes_per_s > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("cluster '", im.name,
+                                                   "': host-staged cross-vendor transfers need a host copy bandwidth > 0"));
+  }
   if (groups.empty()) return absl::InvalidArgumentError(absl::StrCat("cluster '", im.name, "' has no nodes"));
   if (absl::Status s = CheckMemoryAllowance(absl::StrCat("cluster '", im.name, "'"), EstimateBytes(groups, options),
                                             options.memory_limit_bytes, "use fewer nodes");
@@ -296,6 +304,17 @@ absl::StatusOr<Cluster> Cluster::Build(std::string name, std::vector<NodeGroup> 
 }
 
 const std::string& Cluster::name() const noexcept { return impl_->name; }
+CrossVendorPath Cluster::cross_vendor() const noexcept { return impl_->cross_vendor; }
+double Cluster::host_copy_bytes_per_s() const noexcept { return impl_->host_copy_bytes_per_s; }
+bool Cluster::CrossesVendors(DeviceId a, DeviceId b) const {
+  const Device& da = device(a);
+  const Device& db = device(b);
+  return da.spec_index != db.spec_index && spec_of(a).vendor != spec_of(b).vendor;
+}
+
+const char* CrossVendorPathName(CrossVendorPath path) noexcept {
+  return path == CrossVendorPath::kHostStaged ? "host_staged" : "device_direct";
+}
 int Cluster::num_devices() const noexcept { return static_cast<int>(impl_->devices.size()); }
 int Cluster::num_nodes() const noexcept { return static_cast<int>(impl_->group_of_node.size()); }
 const std::vector<Device>& Cluster::devices() const noexcept { return impl_->devices; }
@@ -399,7 +418,8 @@ std::string Cluster::Describe() const {
   for (const NodeGroup& g : impl_->groups) {
     parts.push_back(absl::StrCat(g.count, " x ", g.type.name, " (", g.type.devices, " x ", g.type.device.name, ")"));
   }
-  return absl::StrCat(absl::StrJoin(parts, " + "), ", ", num_devices(), " devices");
+  return absl::StrCat(absl::StrJoin(parts, " + "), ", ", num_devices(), " devices",
+                      impl_->cross_vendor == CrossVendorPath::kHostStaged ? ", cross-vendor transfers host-staged" : "");
 }
 
 }  // namespace testbed

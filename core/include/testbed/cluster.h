@@ -107,8 +107,24 @@ struct Network {
   bool rails = false;
 };
 
+// How bytes move between devices of different vendors (DeviceSpec::vendor), e.g. between an
+// NVIDIA island and an Ascend island of one cluster (H2).
+enum class CrossVendorPath : std::uint8_t {
+  // Device-direct RDMA (H2's DiComm): the same route as between any two devices.
+  kDeviceDirect,
+  // Staged through host memory: the sender's device copies to its host over PCIe, the host
+  // copies the buffer once (into the other vendor's runtime's registered memory, at
+  // `host_copy_bytes_per_s`), the network carries it as it would device to device, and the
+  // receiver's host copies it to the device over PCIe. Store-and-forward: the legs add up.
+  kHostStaged,
+};
+[[nodiscard]] const char* CrossVendorPathName(CrossVendorPath path) noexcept;
+
 struct ClusterOptions {
   Network network;
+  CrossVendorPath cross_vendor = CrossVendorPath::kDeviceDirect;
+  // Host memory copy bandwidth of a host-staged cross-vendor transfer (one copy per message).
+  double host_copy_bytes_per_s = 10e9;
   // Compute and store every route inside each node type when the cluster is built (the
   // previous behaviour, kept as a reference); by default routes are found per source on use.
   bool all_pairs_routes = false;
@@ -147,6 +163,13 @@ class Cluster {
   [[nodiscard]] const NodeType& node_type_of(int node) const;
   [[nodiscard]] const std::vector<Link>& links() const noexcept;
   [[nodiscard]] bool SameNode(DeviceId a, DeviceId b) const { return device(a).node == device(b).node; }
+  // Whether a and b are devices of different vendors (DeviceSpec::vendor; an empty vendor
+  // counts as a vendor of its own name, so a cluster of unnamed vendors has no crossing).
+  [[nodiscard]] bool CrossesVendors(DeviceId a, DeviceId b) const;
+  // How transfers between vendors move (ClusterOptions), and the host copy bandwidth of the
+  // staged path.
+  [[nodiscard]] CrossVendorPath cross_vendor() const noexcept;
+  [[nodiscard]] double host_copy_bytes_per_s() const noexcept;
 
   // The same cluster, whose routes cross only links of `kinds` (0: every kind; the view then
   // routes as the cluster does). Link ids are the cluster's, so transfers planned on a view

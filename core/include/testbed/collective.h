@@ -60,4 +60,33 @@ class Collective : public Component {
 [[nodiscard]] absl::StatusOr<CommPlan> HostCopyPlan(DeviceId device, int host, bool to_device, std::int64_t bytes,
                                                     const Cluster& cluster);
 
+// Host staging of messages between devices of different vendors, when the cluster stages
+// them (Cluster::cross_vendor() == kHostStaged): the legs that a set of concurrent messages
+// (one phase of a collective, or a transfer) adds before and after its network leg, which is
+// the messages' usual route. Shared by every collective model.
+//   to_host:   each sender's device-to-host copy over Cluster::HostRoute (nearest host), then
+//              the host copy: its latency includes, per host, the bytes the host copies over
+//              Cluster::host_copy_bytes_per_s (hosts copy in parallel, one host's copies one
+//              after another);
+//   from_host: each receiver's host-to-device copy.
+// So an isolated staged message of S bytes over PCIe of bandwidth P, host copy C and network
+// N costs S/P + S/C + S/N + S/P plus the latencies. Messages between devices of one vendor,
+// and every message when the cluster is device-direct, add nothing.
+class HostStagingLegs {
+ public:
+  explicit HostStagingLegs(const Cluster& cluster) : cluster_(cluster) {}
+  // One message of `bytes` from a to b, sent in `steps` rounds (each round pays the legs'
+  // latencies once).
+  void Message(DeviceId a, DeviceId b, double bytes, int steps = 1);
+  [[nodiscard]] bool empty() const noexcept { return host_bytes_.empty(); }
+  // Appends to_host, then `network`, then from_host to `phases` (only `network` when empty()).
+  void Wrap(CommPhase network, std::vector<CommPhase>& phases) const;
+
+ private:
+  const Cluster& cluster_;
+  std::vector<std::pair<LinkId, double>> to_host_, from_host_;  // summed in Wrap
+  std::vector<std::pair<std::int64_t, double>> host_bytes_;     // (node * 1024 + host, bytes copied)
+  double to_host_latency_s_ = 0, from_host_latency_s_ = 0;
+};
+
 }  // namespace testbed

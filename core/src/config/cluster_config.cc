@@ -56,6 +56,11 @@ const std::vector<ParamSpec>& ClusterSchema() {
           .Doc("lazy: routes inside a node found per source on first use; all_pairs: every pair when built (reference)"),
       ParamSpec::Double("memory_limit_gib", 0).Min(0).Unit("GiB")
           .Doc("refuse a cluster whose description would exceed this (0: half the free memory)"),
+      ParamSpec::Choice("cross_vendor", "device_direct", {"device_direct", "host_staged"})
+          .Doc("transfers between devices of different vendors: device_direct (RDMA, H2's DiComm) or host_staged "
+               "(device to host over PCIe, a host copy, the network, host to device)"),
+      ParamSpec::Double("host_copy_gb_per_s", 10.0).Min(0.001).Unit("GB/s")
+          .Doc("host memory copy bandwidth of a host-staged cross-vendor transfer (one copy per message)"),
   };
   return schema;
 }
@@ -322,6 +327,10 @@ std::shared_ptr<const Cluster> ResolveCluster(const ConfigDoc& doc, const KeyPat
   options.network = ResolveNetwork(*merged, owner, errors);
   options.all_pairs_routes = Declared<std::string>(p, "routes", errors) == "all_pairs";
   options.memory_limit_bytes = Declared<double>(p, "memory_limit_gib", errors) * 1073741824.0;
+  options.cross_vendor = Declared<std::string>(p, "cross_vendor", errors) == "host_staged"
+                             ? CrossVendorPath::kHostStaged
+                             : CrossVendorPath::kDeviceDirect;
+  options.host_copy_bytes_per_s = Declared<double>(p, "host_copy_gb_per_s", errors) * 1e9;
   std::string name = Declared<std::string>(p, "name", errors);
   if (name.empty()) {
     const toml::node* pr = doc.Get(Child(section, "preset"));
