@@ -43,8 +43,17 @@ absl::Status Register(Registry& r) {
         TESTBED_ASSIGN_OR_RETURN(CommTuning t, Tuning(p));
         return std::make_unique<Hierarchical>(t, false);
       }));
+  TESTBED_RETURN_IF_ERROR(r.Add<Collective>(
+      "vendor_hierarchical",
+      "groups spanning vendors: inside each vendor's fabric, then across vendors (H2's heterogeneous all-reduce); "
+      "otherwise hierarchical",
+      TuningParams(), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Collective>> {
+        TESTBED_ASSIGN_OR_RETURN(CommTuning t, Tuning(p));
+        return std::make_unique<VendorHierarchical>(t);
+      }));
   return r.Add<Collective>(
-      "auto", "per call, the fastest of ring, tree and hierarchical on an idle cluster (like NCCL's tuner)",
+      "auto",
+      "per call, the fastest of ring, tree, hierarchical and vendor_hierarchical on an idle cluster (like NCCL's tuner)",
       TuningParams(), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Collective>> {
         TESTBED_ASSIGN_OR_RETURN(CommTuning t, Tuning(p));
         return std::make_unique<Hierarchical>(t, true);

@@ -6,12 +6,46 @@
 // on an idle cluster, like NCCL's tuner.
 #pragma once
 
+#include <optional>
+
 #include "link_loads.h"
 
 namespace testbed::collectives {
 
 [[nodiscard]] CommPlan HierarchicalPlan(CollectiveOp op, const std::vector<DeviceId>& group, double bytes,
                                         const Cluster& cluster, const CommTuning& tuning);
+
+// Runs `parallel` plans at once, phase by phase (each merged phase: the slowest latency and
+// the summed link loads), appending the phases to `into`.
+void MergeParallel(const std::vector<CommPlan>& parallel, CommPlan& into);
+
+// Heterogeneous collectives for groups spanning vendors (H2's clusters): inside each vendor's
+// fabric first, then across vendors, so the cross-vendor links (host-staged or device-direct,
+// Cluster::cross_vendor) carry 1/k of the buffer. Equal vendor counts k: all-reduce =
+// reduce-scatter inside each vendor (hierarchical over its nodes), all-reduce of each 1/k
+// shard across the vendors (ring j joins the j-th member of every vendor), all-gather inside;
+// reduce-scatter and all-gather are the halves. Unequal counts, all-reduce only: each vendor
+// reduces onto a leader, the leaders all-reduce the whole buffer, each leader broadcasts.
+// nullopt where it does not apply (one vendor, other ops).
+[[nodiscard]] std::optional<CommPlan> VendorHierarchicalPlan(CollectiveOp op, const std::vector<DeviceId>& group,
+                                                             double bytes, const Cluster& cluster,
+                                                             const CommTuning& tuning);
+
+// `vendor_hierarchical`: VendorHierarchicalPlan where it applies, else `hierarchical`.
+class VendorHierarchical final : public Collective {
+ public:
+  explicit VendorHierarchical(CommTuning tuning) : tuning_(tuning) {}
+  [[nodiscard]] absl::StatusOr<CommPlan> PlanCollective(CollectiveOp op, const std::vector<DeviceId>& group,
+                                                        std::int64_t bytes, const Cluster& cluster) const override;
+  [[nodiscard]] absl::StatusOr<CommPlan> PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
+                                                      const Cluster& cluster) const override;
+  [[nodiscard]] absl::StatusOr<CommPlan> PlanAllToAllV(const std::vector<DeviceId>& group,
+                                                       std::span<const std::int64_t> bytes,
+                                                       const Cluster& cluster) const override;
+
+ private:
+  CommTuning tuning_;
+};
 
 class Hierarchical final : public Collective {
  public:

@@ -8,13 +8,33 @@ void PhaseBuilder::Message(DeviceId a, DeviceId b, double bytes) {
   if (a == b) return;
   for (LinkId l : cluster_.Route(a, b)) bytes_[l] += bytes / tuning_.efficiency;
   max_latency_ = std::max(max_latency_, cluster_.PathLatency(a, b));
+  if (cluster_.cross_vendor() == CrossVendorPath::kHostStaged && cluster_.CrossesVendors(a, b)) {
+    crossing_.push_back(Sent{a, b, bytes});
+  }
 }
 
-CommPhase PhaseBuilder::Build(int steps) const {
+void PhaseBuilder::BuildInto(int steps, std::vector<CommPhase>& phases) {
   CommPhase p;
   p.latency_s = steps * (max_latency_ + tuning_.step_latency_s);
   p.link_bytes.assign(bytes_.begin(), bytes_.end());
-  return p;
+  for (const Sent& m : crossing_) staging_.Message(m.a, m.b, m.bytes, steps);
+  staging_.Wrap(std::move(p), phases);
+}
+
+std::vector<std::vector<DeviceId>> ByVendor(const std::vector<DeviceId>& group, const Cluster& cluster) {
+  std::vector<std::vector<DeviceId>> vendors;
+  std::vector<DeviceId> first;  // one member of each vendor's list
+  for (DeviceId d : group) {
+    size_t v = 0;
+    while (v < first.size() && cluster.CrossesVendors(first[v], d)) ++v;
+    if (v == first.size()) {
+      first.push_back(d);
+      vendors.push_back({d});
+    } else {
+      vendors[v].push_back(d);
+    }
+  }
+  return vendors;
 }
 
 std::vector<std::vector<DeviceId>> ByNode(const std::vector<DeviceId>& group, const Cluster& cluster) {

@@ -19,18 +19,29 @@ struct CommTuning {
 
 class PhaseBuilder {
  public:
-  PhaseBuilder(const Cluster& cluster, const CommTuning& tuning) : cluster_(cluster), tuning_(tuning) {}
+  PhaseBuilder(const Cluster& cluster, const CommTuning& tuning) : cluster_(cluster), tuning_(tuning), staging_(cluster) {}
   // A message of `bytes` from a to b, concurrent with the others of the phase.
   void Message(DeviceId a, DeviceId b, double bytes);
-  // The phase: `steps` sequential message rounds, each paying the slowest path's latency.
-  [[nodiscard]] CommPhase Build(int steps) const;
+  // Appends the phase: `steps` sequential message rounds, each paying the slowest path's
+  // latency. On a cluster that stages cross-vendor transfers through host memory, messages
+  // between vendors add a leg before and after it (HostStagingLegs; `steps` rounds each).
+  void BuildInto(int steps, std::vector<CommPhase>& phases);
 
  private:
   const Cluster& cluster_;
   const CommTuning& tuning_;
   std::map<LinkId, double> bytes_;
   double max_latency_ = 0;
+  struct Sent {
+    DeviceId a, b;
+    double bytes;
+  };
+  std::vector<Sent> crossing_;  // messages between vendors (staged when the cluster says so)
+  HostStagingLegs staging_;
 };
+
+// Ranks of `group` by vendor (DeviceSpec::vendor), in group order: the members of each.
+[[nodiscard]] std::vector<std::vector<DeviceId>> ByVendor(const std::vector<DeviceId>& group, const Cluster& cluster);
 
 // Ranks of `group` by node, in group order: the members of each node.
 [[nodiscard]] std::vector<std::vector<DeviceId>> ByNode(const std::vector<DeviceId>& group, const Cluster& cluster);

@@ -26,23 +26,23 @@ CommPlan RingPlan(CollectiveOp op, const std::vector<DeviceId>& group, double by
     for (int i = 0; i < n - (chain ? 1 : 0); ++i) {
       b.Message(group[static_cast<size_t>(i)], group[static_cast<size_t>((i + 1) % n)], per_hop);
     }
-    return b.Build(steps);
+    b.BuildInto(steps, plan.phases);
   };
   const double chunk = bytes / n;
   switch (op) {
     case CollectiveOp::kAllReduce:
       // Reduce-scatter then all-gather: the same hops twice, so one phase with twice the
       // bytes and steps (same time alone, and half the events to simulate).
-      plan.phases.push_back(ring_phase(2 * chunk * (n - 1), 2 * (n - 1), false));
+      ring_phase(2 * chunk * (n - 1), 2 * (n - 1), false);
       break;
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter:
-      plan.phases.push_back(ring_phase(chunk * (n - 1), n - 1, false));
+      ring_phase(chunk * (n - 1), n - 1, false);
       break;
     case CollectiveOp::kBroadcast:
     case CollectiveOp::kReduce:
       // Pipelined chain: every hop carries the whole buffer; the pipeline fills in n-1 steps.
-      plan.phases.push_back(ring_phase(bytes, n - 1, true));
+      ring_phase(bytes, n - 1, true);
       break;
     case CollectiveOp::kAllToAll:
     case CollectiveOp::kAllToAllV: {  // sizes per pair unknown here: planned as the uniform exchange
@@ -51,7 +51,7 @@ CommPlan RingPlan(CollectiveOp op, const std::vector<DeviceId>& group, double by
         for (DeviceId c : group) b.Message(a, c, chunk);
       }
       plan.algorithm = "direct";
-      plan.phases.push_back(b.Build(1));
+      b.BuildInto(1, plan.phases);
       break;
     }
   }
@@ -64,7 +64,7 @@ CommPlan TransferPlan(DeviceId src, DeviceId dst, double bytes, const Cluster& c
   if (src == dst || bytes <= 0) return plan;
   PhaseBuilder b(cluster, tuning);
   b.Message(src, dst, bytes);
-  plan.phases.push_back(b.Build(1));
+  b.BuildInto(1, plan.phases);
   return plan;
 }
 
@@ -89,7 +89,7 @@ absl::StatusOr<CommPlan> DirectAllToAllV(const std::vector<DeviceId>& group, std
       any = true;
     }
   }
-  if (any) plan.phases.push_back(b.Build(1));
+  if (any) b.BuildInto(1, plan.phases);
   return plan;
 }
 

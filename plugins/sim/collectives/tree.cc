@@ -28,7 +28,7 @@ CommPlan TreePlan(CollectiveOp op, const std::vector<DeviceId>& group, double by
         }
       }
     }
-    plan.phases.push_back(b.Build(depth));
+    b.BuildInto(depth, plan.phases);
   }
   return plan;
 }
