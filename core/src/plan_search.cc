@@ -1,6 +1,7 @@
 #include "testbed/plan_search.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <numeric>
 
@@ -90,6 +91,66 @@ std::vector<int> MinMaxPartition(const std::vector<double>& weights, int parts) 
     counts.push_back(count);
   }
   counts.back() += n - i;
+  return counts;
+}
+
+std::optional<std::vector<int>> MinMaxContiguousSplit(int n, int parts, const PartCost& part_cost, double upper) {
+  if (parts < 1 || parts > n) return std::nullopt;
+  // Whether the items split under `bound`, by the positions each part can end at: part s can
+  // end at j when part s - 1 can end at some i < j with part_cost(s, i, j) <= bound; the
+  // largest such i is the best (a part's cost does not grow as its range shrinks).
+  std::vector<std::vector<int>> from(static_cast<size_t>(parts), std::vector<int>(static_cast<size_t>(n) + 1, -1));
+  std::vector<char> prev(static_cast<size_t>(n) + 1), cur(static_cast<size_t>(n) + 1);
+  // A fast certificate first: the greedy split (each part takes the most items under the
+  // bound, leaving one for each later part) proves the bound when it succeeds.
+  auto greedy = [&](double bound) {
+    int first = 0;
+    for (int s = 0; s < parts; ++s) {
+      const int last = n - (parts - s - 1);
+      int end = first;
+      while (end < last && part_cost(s, first, end + 1) <= bound) ++end;
+      if (end == first) return false;
+      from[static_cast<size_t>(s)][static_cast<size_t>(end)] = first;
+      first = end;
+    }
+    return first == n;
+  };
+  auto feasible = [&](double bound) {
+    if (greedy(bound)) return true;
+    std::fill(prev.begin(), prev.end(), 0);
+    prev[0] = 1;
+    for (int s = 0; s < parts; ++s) {
+      std::fill(cur.begin(), cur.end(), 0);
+      int last = -1;
+      for (int j = 1; j <= n; ++j) {
+        if (prev[static_cast<size_t>(j - 1)]) last = j - 1;
+        if (last >= 0 && part_cost(s, last, j) <= bound) {
+          cur[static_cast<size_t>(j)] = 1;
+          from[static_cast<size_t>(s)][static_cast<size_t>(j)] = last;
+        }
+      }
+      std::swap(prev, cur);
+    }
+    return prev[static_cast<size_t>(n)] != 0;
+  };
+  double hi = upper * (1.0 + 1e-12);
+  if (!feasible(hi)) {
+    hi = std::numeric_limits<double>::max();
+    if (!feasible(hi)) return std::nullopt;
+  }
+  double lo = 0;
+  for (int it = 0; it < 200 && hi - lo > 1e-9 * hi; ++it) {
+    const double mid = (lo + hi) / 2;
+    (feasible(mid) ? hi : lo) = mid;
+  }
+  (void)feasible(hi);  // leaves the split of `hi` in `from`
+  std::vector<int> counts(static_cast<size_t>(parts));
+  int j = n;
+  for (int s = parts - 1; s >= 0; --s) {
+    const int i = from[static_cast<size_t>(s)][static_cast<size_t>(j)];
+    counts[static_cast<size_t>(s)] = j - i;
+    j = i;
+  }
   return counts;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,6 +28,17 @@ namespace testbed {
 // The contiguous split of `weights` into `parts` non-empty parts that minimises the largest
 // part's sum (exact: binary search on the bound with a greedy check, then a greedy fill).
 [[nodiscard]] std::vector<int> MinMaxPartition(const std::vector<double>& weights, int parts);
+
+// The contiguous split of `n` items into `parts` non-empty parts minimising the largest part's
+// cost, where part p holding items [first, end) costs part_cost(p, first, end): non-decreasing
+// as the range grows, +infinity where the part cannot hold the range (memory). Parts may
+// differ (heterogeneous stages: each its own speed and memory). Bisection on the bound (to
+// 1e-9 relative) with an exact check: a greedy split when it succeeds, else the positions each
+// part can end at, O(parts x n) calls of part_cost, so part_cost should be O(1) (prefix sums). nullopt when no split is
+// feasible. `upper` bounds the optimum (a part's cost of every item, say).
+using PartCost = std::function<double(int part, int first, int end)>;
+[[nodiscard]] std::optional<std::vector<int>> MinMaxContiguousSplit(int n, int parts, const PartCost& part_cost,
+                                                                    double upper);
 
 // Marks the recomputation of a plan's stages: full recomputes every layer of every stage.
 void ApplyRecompute(Plan& plan);
