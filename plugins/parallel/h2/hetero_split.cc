@@ -1,16 +1,20 @@
 #include "hetero_split.h"
 
 #include <algorithm>
+#include <limits>
 
+#include "testbed/plan_search.h"
 #include "testbed/status_macros.h"
 
 namespace testbed::h2 {
 namespace {
 
+// One stage's view: prefix sums over the model's units of its chip's time, parameters and
+// activations, so that any range costs O(1).
 struct StageView {
-  const std::vector<UnitCost>* units = nullptr;
-  double micro_batches = 1;     // per replica
-  double static_per_param = 0;  // bytes
+  std::vector<double> time, params, act;  // prefix sums, n + 1 entries
+  double micro_batches = 1;               // per replica
+  double static_per_param = 0;            // bytes
   double in_flight = 1;
   double capacity = 0;
 };
@@ -22,56 +26,38 @@ absl::StatusOr<std::optional<std::vector<int>>> SplitUnits(CostModel& model, con
   const int p = layout.num_stages();
   const int n = model.num_units();
   if (p < 1 || p > n) return std::optional<std::vector<int>>();
+  // Stages of one group share their chip, degrees and so their prefix sums; only the
+  // activations in flight differ with the position.
   std::vector<StageView> stages;
+  double upper = 0;
   for (int s = 0; s < p; ++s) {
     const StageGroup& g = groups[static_cast<size_t>(layout.GroupOf(s))];
     StageView v;
-    TESTBED_ASSIGN_OR_RETURN(v.units, model.Units(g.type, g.tp));
+    TESTBED_ASSIGN_OR_RETURN(const std::vector<UnitCost>* units, model.Units(g.type, g.tp));
+    v.time.assign(1, 0.0);
+    v.params.assign(1, 0.0);
+    v.act.assign(1, 0.0);
+    for (const UnitCost& c : *units) {
+      v.time.push_back(v.time.back() + c.compute_s);
+      v.params.push_back(v.params.back() + c.params);
+      v.act.push_back(v.act.back() + c.activation);
+    }
     v.micro_batches = static_cast<double>(model.micro_batches()) / g.dp;
     v.static_per_param = model.StaticBytesPerParam(g.dp);
     v.in_flight = std::min(v.micro_batches, static_cast<double>(p - s));
     v.capacity = static_cast<double>(model.types()[static_cast<size_t>(g.type)].spec.memory_bytes);
-    stages.push_back(v);
+    upper = std::max(upper, v.micro_batches * v.time.back());
+    stages.push_back(std::move(v));
   }
-  // The greedy split under `bound` (seconds of work per iteration); empty when it fails.
-  auto greedy = [&](double bound) {
-    std::vector<int> counts;
-    int u = 0;
-    for (int s = 0; s < p; ++s) {
-      const StageView& v = stages[static_cast<size_t>(s)];
-      const int last = n - (p - s - 1);  // leave one unit for every later stage
-      double work = 0, params = 0, act = 0;
-      int end = u;
-      while (end < last) {
-        const UnitCost& c = (*v.units)[static_cast<size_t>(end)];
-        const double w = work + v.micro_batches * c.compute_s;
-        const double need = (params + c.params) * v.static_per_param + v.in_flight * (act + c.activation);
-        if (w > bound || need > v.capacity) break;
-        work = w;
-        params += c.params;
-        act += c.activation;
-        ++end;
-      }
-      if (end == u || (s + 1 == p && end != n)) return std::vector<int>();
-      counts.push_back(end - u);
-      u = end;
-    }
-    return counts;
+  const PartCost cost = [&](int s, int first, int end) {
+    const StageView& v = stages[static_cast<size_t>(s)];
+    const auto range = [&](const std::vector<double>& prefix) {
+      return prefix[static_cast<size_t>(end)] - prefix[static_cast<size_t>(first)];
+    };
+    const double need = range(v.params) * v.static_per_param + v.in_flight * range(v.act);
+    return need > v.capacity ? std::numeric_limits<double>::infinity() : v.micro_batches * range(v.time);
   };
-  double hi = 0;
-  for (const StageView& v : stages) {
-    double total = 0;
-    for (const UnitCost& c : *v.units) total += c.compute_s;
-    hi = std::max(hi, v.micro_batches * total);
-  }
-  hi *= 1.0 + 1e-12;
-  if (greedy(hi).empty()) return std::optional<std::vector<int>>();  // nothing fits
-  double lo = 0;
-  for (int it = 0; it < 200 && hi - lo > 1e-12 * hi; ++it) {
-    const double mid = (lo + hi) / 2;
-    (greedy(mid).empty() ? lo : hi) = mid;
-  }
-  return std::optional<std::vector<int>>(greedy(hi));
+  return MinMaxContiguousSplit(n, p, cost, upper);
 }
 
 absl::StatusOr<Estimate> RefineSplit(CostModel& model, Layout& layout) {

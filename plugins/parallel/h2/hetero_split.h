@@ -4,11 +4,9 @@
 // micro-batch, on its own chip) is as small as possible and every stage fits its chip's
 // memory with the activations 1F1B keeps at its position. Faster chips thus get more
 // layers, and chips with more memory can sit early in the pipeline, where more micro-batches
-// are in flight. Bisection on the bound with a greedy check (each stage takes the most units
-// that stay under the bound and fit, leaving one for each stage after it), then the greedy
-// fill under the bound found. Exact for this objective whenever any single unit fits on any
-// stage (the greedy boundaries are then never behind a feasible split's); otherwise the
-// greedy may miss a split in which a small chip takes fewer units.
+// are in flight. Solved by the core's MinMaxContiguousSplit: exact for this objective
+// whenever any single unit fits on any stage; otherwise the greedy may miss a split in which
+// a small chip takes fewer units.
 #pragma once
 
 #include <optional>
