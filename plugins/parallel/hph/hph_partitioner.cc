@@ -14,12 +14,12 @@ namespace {
 struct Candidate {
   Mapping mapping;
   Partition partition;
-  int m = 1;
+  std::int64_t micro_batch = 1;
 };
 
 absl::StatusOr<Plan> BuildPlan(const PlanningContext& ctx, const Candidate& c) {
   Plan plan;
-  plan.micro_batch = ctx.train.micro_batch;
+  plan.micro_batch = c.micro_batch;
   plan.zero_stage = ctx.parallel.zero_stage;
   const std::vector<StageSpec> specs = StagesFromUnitCounts(ctx.model, c.partition.units);
   bool any = false;
@@ -34,7 +34,7 @@ absl::StatusOr<Plan> BuildPlan(const PlanningContext& ctx, const Candidate& c) {
     for (int r = 0; r < c.mapping.dp; ++r) {
       const DeviceId d = c.mapping.At(s, r);
       if (ctx.cluster.spec_of(d).name != kind) kind.clear();  // a stage of mixed kinds
-      st.replicas.push_back(StageReplica{{d}, c.m, 0});
+      st.replicas.push_back(StageReplica{{d}, c.partition.micro_batches[static_cast<size_t>(r)], 0});
     }
     st.device_type = kind;
     plan.stages.push_back(std::move(st));
@@ -54,49 +54,38 @@ absl::StatusOr<Plan> BuildPlan(const PlanningContext& ctx, const Candidate& c) {
 
 absl::StatusOr<Plan> HphPartitioner::Partition(const PlanningContext& ctx) {
   const int devices = ctx.cluster.num_devices();
-  if (ctx.train.global_batch <= 0 || ctx.train.global_batch % ctx.train.micro_batch != 0) {
+  if (ctx.train.global_batch <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("hph: [train] global_batch (", ctx.train.global_batch,
-                                                   ") must be a positive multiple of micro_batch (",
-                                                   ctx.train.micro_batch, ")"));
+                                                   ") must be positive: HPH shares an iteration's samples out"));
   }
-  const std::int64_t total = ctx.train.global_batch / ctx.train.micro_batch;
-  Profiles profiles(ctx);
-  TESTBED_ASSIGN_OR_RETURN(std::vector<DeviceId> order, SpeedOrder(profiles, ctx.cluster));
-  const double grad_per_param = BytesPerElement(StoragePrecision(ctx.train.precision));
   std::vector<Candidate> pool;
   int considered = 0;
-  for (int pp = 1; pp <= std::min(devices, profiles.num_units()); ++pp) {
-    if (devices % pp != 0) continue;
-    const int dp = devices / pp;
-    if (total % dp != 0) continue;
-    const int m = static_cast<int>(total / dp);
-    // The topology designer: the mapping with the least communication, weighed on the
-    // stage-major mapping's partition (the traffic hardly depends on the split).
-    std::vector<Mapping> mappings = Mappings(order, pp, dp);
-    if (!options_.design_topology) mappings.resize(1);
-    TESTBED_ASSIGN_OR_RETURN(auto first, PartitionLayers(ctx, profiles, mappings.front(), m));
-    const Mapping* chosen = &mappings.front();
-    if (first.has_value() && mappings.size() > 1) {
-      TESTBED_ASSIGN_OR_RETURN(const std::vector<UnitProfile>* units, profiles.Of(order.front()));
-      std::vector<double> boundary, grads;
-      TrafficOf(*units, first->units, grad_per_param, boundary, grads);
-      double best = -1;
+  // Micro-batch sizes in powers of two dividing the batch, up to [train] micro_batch's limit
+  // of 16 sequences, as the searching baselines try them.
+  for (std::int64_t mb = 1; mb <= std::max<std::int64_t>(16, ctx.train.micro_batch); mb *= 2) {
+    if (ctx.train.global_batch % mb != 0) continue;
+    const std::int64_t total = ctx.train.global_batch / mb;
+    Profiles profiles(ctx, mb);
+    TESTBED_ASSIGN_OR_RETURN(std::vector<DeviceId> order, SpeedOrder(profiles, ctx.cluster));
+    for (int pp = 1; pp <= std::min(devices, profiles.num_units()); ++pp) {
+      if (devices % pp != 0) continue;
+      const int dp = devices / pp;
+      if (total < dp) continue;
+      // The topology designer's mappings, each with its own partition; the estimate (compute
+      // and the mapping's communication) ranks them with every other depth's.
+      std::vector<Mapping> mappings = Mappings(order, pp, dp);
+      if (!options_.design_topology) mappings.resize(1);
+      ++considered;
       for (const Mapping& mp : mappings) {
-        const double c = CommTime(mp, ctx.cluster, boundary, grads).PerIteration(m);
-        if (best < 0 || c < best) {
-          best = c;
-          chosen = &mp;
-        }
+        TESTBED_ASSIGN_OR_RETURN(auto part, PartitionLayers(ctx, profiles, mp, static_cast<int>(total)));
+        if (part.has_value()) pool.push_back(Candidate{mp, std::move(*part), mb});
       }
     }
-    ++considered;
-    TESTBED_ASSIGN_OR_RETURN(auto part, PartitionLayers(ctx, profiles, *chosen, m));
-    if (!part.has_value()) continue;
-    pool.push_back(Candidate{*chosen, std::move(*part), m});
   }
   if (pool.empty()) {
-    return absl::ResourceExhaustedError(absl::StrCat("hph: no pipeline depth of ", devices, " devices (", considered,
-                                                     " tried) splits model '", ctx.model.shape.name,
+    return absl::ResourceExhaustedError(absl::StrCat("hph: no pipeline depth and micro-batch size on ", devices,
+                                                     " devices (", considered, " tried) splits model '",
+                                                     ctx.model.shape.name,
                                                      "' so that every stage fits, even with recomputation"));
   }
   std::sort(pool.begin(), pool.end(),

@@ -1,8 +1,8 @@
 // Partitioner component "hph" (HPH: hybrid parallelism on heterogeneous clusters): for every
 // pipeline depth pp dividing the cluster (dp = devices / pp, tensor parallelism off), the
-// topology designer's mapping (hph_topology.h) and the throughput-maximising,
-// recomputation-aware partition (hph_partition.h); the best `finalists` by the estimate are
-// simulated and the fastest is the plan. Pair it with the `hph` scheduler, which moves the
+// topology designer's mappings (hph_topology.h), each with its throughput-maximising,
+// recomputation-aware partition over layers and micro-batches (hph_partition.h); the best
+// `finalists` by the estimate are simulated and the fastest is the plan. Pair it with the `hph` scheduler, which moves the
 // recomputation into the pipeline's bubbles.
 #pragma once
 

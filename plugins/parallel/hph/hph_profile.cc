@@ -6,12 +6,13 @@
 
 namespace testbed::hph {
 
-Profiles::Profiles(const PlanningContext& ctx) : ctx_(ctx), bounds_(UnitBoundaries(ctx.model)) {}
+Profiles::Profiles(const PlanningContext& ctx, std::int64_t micro_batch)
+    : ctx_(ctx), micro_batch_(micro_batch), bounds_(UnitBoundaries(ctx.model)) {}
 
 absl::StatusOr<const std::vector<UnitProfile>*> Profiles::Of(DeviceId device) {
   const DeviceSpec& spec = ctx_.cluster.spec_of(device);
   if (auto it = by_kind_.find(spec.name); it != by_kind_.end()) return &it->second;
-  const std::int64_t mb = ctx_.train.micro_batch;
+  const std::int64_t mb = micro_batch_;
   std::vector<UnitProfile> units;
   for (size_t u = 0; u + 1 < bounds_.size(); ++u) {
     UnitProfile p;

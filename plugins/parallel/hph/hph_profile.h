@@ -3,6 +3,7 @@
 // activations it keeps, its checkpoint when recomputed, and the activation it hands on.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,7 +23,9 @@ struct UnitProfile {
 
 class Profiles {
  public:
-  explicit Profiles(const PlanningContext& ctx);
+  // Costs at `micro_batch` sequences per micro-batch.
+  Profiles(const PlanningContext& ctx, std::int64_t micro_batch);
+  [[nodiscard]] std::int64_t micro_batch() const noexcept { return micro_batch_; }
   // The units' costs on devices of `device`'s kind (computed once per kind).
   [[nodiscard]] absl::StatusOr<const std::vector<UnitProfile>*> Of(DeviceId device);
   [[nodiscard]] int num_units() const noexcept { return static_cast<int>(bounds_.size()) - 1; }
@@ -32,6 +35,7 @@ class Profiles {
 
  private:
   const PlanningContext& ctx_;
+  std::int64_t micro_batch_ = 1;
   std::vector<int> bounds_;
   std::map<std::string, std::vector<UnitProfile>> by_kind_;
 };

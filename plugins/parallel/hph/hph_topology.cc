@@ -54,8 +54,8 @@ CommCost CommTime(const Mapping& mapping, const Cluster& cluster, const std::vec
       for (int r = 0; r < mapping.dp; ++r) {
         bw = std::min(bw, cluster.PathBandwidth(mapping.At(s, r), mapping.At(s, (r + 1) % mapping.dp)));
       }
-      cost.all_reduce_s =
-          std::max(cost.all_reduce_s, 2.0 * (mapping.dp - 1) / mapping.dp * grad_bytes[static_cast<size_t>(s)] / bw);
+      cost.stage_all_reduce_s.push_back(2.0 * (mapping.dp - 1) / mapping.dp * grad_bytes[static_cast<size_t>(s)] / bw);
+      cost.all_reduce_s = std::max(cost.all_reduce_s, cost.stage_all_reduce_s.back());
     }
   }
   return cost;

@@ -7,9 +7,12 @@
 //                   all-reduce stays inside a node where dp allows; the activations cross);
 //   pipeline-major: replica r's stages are devices r*pp .. r*pp+pp-1 (activations stay inside a
 //                   node; the all-reduces cross).
-// The designer keeps the mapping whose communication per iteration is the smaller: every
-// boundary's activations and gradients for the iteration's micro-batches over the slowest
-// replica's path, plus the largest stage's ring all-reduce over the slowest link of its ring.
+// Each mapping is partitioned (hph_partition.h) and weighed by its estimate, whose
+// communication (CommTime) is every boundary's activations and gradients over the slowest
+// replica's path plus the largest stage's ring all-reduce over the slowest link of its ring:
+// on a heterogeneous cluster the mapping with the least communication alone can put kinds
+// together in a stage, so its compute is weighed with it [our reading of "minimises the
+// communication time cost"].
 #pragma once
 
 #include <string>
@@ -39,7 +42,8 @@ struct Mapping {
 // boundary (the slowest replica's path each), and the largest stage's gradient all-reduce.
 struct CommCost {
   double per_micro_batch_s = 0;
-  double all_reduce_s = 0;
+  double all_reduce_s = 0;               // the largest stage's
+  std::vector<double> stage_all_reduce_s;  // per stage
   [[nodiscard]] double PerIteration(double micro_batches) const {
     return micro_batches * per_micro_batch_s + all_reduce_s;
   }
