@@ -1,5 +1,7 @@
 // Plugin "autopipe": AutoPipe (Liu et al., CLUSTER 2022): the balanced sub-layer pipeline
-// partitioner and the micro-batch slicer.
+// partitioner and the micro-batch slicer; and AutoPipe-H (IEEE TC 2024), its extension to
+// heterogeneous servers, whose device mapping is the partitioner `autopipe_h`.
+#include "autopipe_h_partitioner.h"
 #include "autopipe_partitioner.h"
 #include "slicer_scheduler.h"
 #include "testbed/plugin.h"
@@ -31,6 +33,13 @@ absl::Status Register(Registry& r) {
        ParamSpec::Int("max_candidates", 2000).Range(1, 1000000).Unit("partitions")
            .Doc("most partitions the search simulates")},
       MakePartitioner));
+  TESTBED_RETURN_IF_ERROR(r.Add<Partitioner>(
+      "autopipe_h",
+      "AutoPipe-H: heterogeneity-aware device mapping (cluster order, fastest servers first, or pipelines inside "
+      "servers) with each stage's own speed in the balanced sub-layer partition",
+      {}, [](const ParamSet&) -> absl::StatusOr<std::unique_ptr<Partitioner>> {
+        return std::make_unique<AutoPipeHPartitioner>();
+      }));
   return r.Add<Scheduler>("autopipe.slicer",
                           "1F1B with AutoPipe's micro-batch slicer: the first micro-batches split evenly to cut start-up",
                           SlicerScheduler::Params(), SlicerScheduler::Make);
