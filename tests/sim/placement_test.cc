@@ -15,23 +15,6 @@
 namespace testbed::testing {
 namespace {
 
-// Layer time depends on the device type: a "v100" takes twice as long as an "a100", and a
-// layer split over tp devices takes 1/tp of its time. Backward twice forward; embedding,
-// head and kernels free.
-class TypedDeviceModel final : public DeviceModel {
- public:
-  explicit TypedDeviceModel(double layer_s) : layer_s_(layer_s) {}
-  absl::StatusOr<double> ComputeLayerTime(const LayerWork& w, const DeviceSpec& d) const override {
-    if (w.layer->kind != LayerKind::kAttention && w.layer->kind != LayerKind::kMlp) return 0.0;
-    const double t = layer_s_ * (d.name == "v100" ? 2.0 : 1.0) * w.fraction / w.tp;
-    return w.phase == Phase::kBackward ? 2 * t : t;
-  }
-  absl::StatusOr<double> KernelTime(double, double, Precision, const DeviceSpec&) const override { return 0.0; }
-
- private:
-  double layer_s_;
-};
-
 NodeType Node(const std::string& device, int devices) {
   NodeType type;
   type.name = device + "-node";
@@ -91,7 +74,8 @@ absl::StatusOr<SimResult> SimulatePlan1F1B(const ModelGraph& model, const Cluste
 
 TEST(Placement, TwoDeviceTypesWithTheirOwnDegreesGiveTheBottleneckClosedForm) {
   constexpr double k = 1e-3;
-  const TypedDeviceModel dm(k);
+  // A "v100" takes twice as long as an "a100"; a layer split over tp devices 1/tp of its time.
+  const SpeedDeviceModel dm(k, {{"a100", 1.0}, {"v100", 0.5}});
   for (int blocks0 : {1, 2}) {
     for (int m : {1, 4, 7}) {
       Hetero h(blocks0, m);

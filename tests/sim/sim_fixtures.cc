@@ -10,6 +10,14 @@ absl::StatusOr<double> ConstantDeviceModel::ComputeLayerTime(const LayerWork& w,
   return w.phase == Phase::kBackward ? 2 * t : t;
 }
 
+absl::StatusOr<double> SpeedDeviceModel::ComputeLayerTime(const LayerWork& w, const DeviceSpec& d) const {
+  if (w.layer->kind != LayerKind::kAttention && w.layer->kind != LayerKind::kMlp) return 0.0;
+  const auto it = speed_.find(d.name);
+  if (it == speed_.end()) return absl::InvalidArgumentError("SpeedDeviceModel: no speed for device '" + d.name + "'");
+  const double t = fwd_ / it->second * w.fraction / w.tp;
+  return w.phase == Phase::kBackward ? 2 * t : t;
+}
+
 Cluster BridgedPairs(const BridgedPairsSpec& spec) {
   NodeType type;
   type.name = "pairs";

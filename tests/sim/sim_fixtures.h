@@ -2,6 +2,9 @@
 // times, a star-shaped cluster with uniform links, GPT graphs and uniform plans.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "testbed/cluster.h"
 #include "testbed/device_model.h"
 #include "testbed/model_graph.h"
@@ -22,6 +25,24 @@ class ConstantDeviceModel final : public DeviceModel {
 
  private:
   double fwd_;
+};
+
+// Heterogeneous devices: every attention or MLP layer takes `layer_fwd_s` forward on a device
+// of speed 1, divided by the speed of the device's kind (DeviceSpec::name, which must be in
+// `speed`) and by the work's TP degree, times its fraction; twice that backward; embedding,
+// head and kernels take no time.
+class SpeedDeviceModel final : public DeviceModel {
+ public:
+  SpeedDeviceModel(double layer_fwd_s, std::map<std::string, double> speed)
+      : fwd_(layer_fwd_s), speed_(std::move(speed)) {}
+  [[nodiscard]] absl::StatusOr<double> ComputeLayerTime(const LayerWork& w, const DeviceSpec& d) const override;
+  [[nodiscard]] absl::StatusOr<double> KernelTime(double, double, Precision, const DeviceSpec&) const override {
+    return 0.0;
+  }
+
+ private:
+  double fwd_;
+  std::map<std::string, double> speed_;
 };
 
 // `devices` devices per node, each joined to one switch by a link of `bandwidth` bytes/s and

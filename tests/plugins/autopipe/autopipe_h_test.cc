@@ -15,21 +15,6 @@
 namespace testbed::autopipe {
 namespace {
 
-// Attention and MLP layers take 1 ms forward on a device of speed 1 (divided by the device's
-// speed), twice that backward; the rest is free.
-class SpeedModel final : public DeviceModel {
- public:
-  explicit SpeedModel(std::map<std::string, double> speed) : speed_(std::move(speed)) {}
-  absl::StatusOr<double> ComputeLayerTime(const LayerWork& w, const DeviceSpec& d) const override {
-    if (w.layer->kind != LayerKind::kAttention && w.layer->kind != LayerKind::kMlp) return 0.0;
-    const double t = 1e-3 / speed_.at(d.name);
-    return w.phase == Phase::kBackward ? 2 * t : t;
-  }
-  absl::StatusOr<double> KernelTime(double, double, Precision, const DeviceSpec&) const override { return 0.0; }
-
- private:
-  std::map<std::string, double> speed_;
-};
 
 NodeType Server(const std::string& kind, int devices) {
   NodeType type;
@@ -52,7 +37,7 @@ NodeType Server(const std::string& kind, int devices) {
 struct World {
   ModelGraph model = testing::Gpt(6);
   Cluster cluster;
-  SpeedModel dm{{{"fast", 2.0}, {"slow", 1.0}}};
+  testing::SpeedDeviceModel dm{1e-3, {{"fast", 2.0}, {"slow", 1.0}}};
   TrainSettings train;
   ParallelSettings parallel;
   PlanningContext ctx{model, cluster, train, parallel, dm, 0, {}};

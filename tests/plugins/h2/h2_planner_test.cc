@@ -26,22 +26,6 @@ namespace {
 constexpr double kFabricBw = 100e9, kFabricLat = 1e-6, kPcieBw = 20e9, kPcieLat = 2e-6, kNicBw = 10e9,
                  kNicLat = 3e-6;
 
-// Each attention or MLP layer takes `layer_s` forward on a chip of speed 1 (divided by the
-// chip's speed and the TP degree), twice that backward; embedding, head and kernels are free.
-class SpeedDeviceModel final : public DeviceModel {
- public:
-  SpeedDeviceModel(double layer_s, std::map<std::string, double> speed) : layer_s_(layer_s), speed_(std::move(speed)) {}
-  absl::StatusOr<double> ComputeLayerTime(const LayerWork& w, const DeviceSpec& d) const override {
-    if (w.layer->kind != LayerKind::kAttention && w.layer->kind != LayerKind::kMlp) return 0.0;
-    const double t = layer_s_ / speed_.at(d.name) * w.fraction / w.tp;
-    return w.phase == Phase::kBackward ? 2 * t : t;
-  }
-  absl::StatusOr<double> KernelTime(double, double, Precision, const DeviceSpec&) const override { return 0.0; }
-
- private:
-  double layer_s_;
-  std::map<std::string, double> speed_;
-};
 
 // A node of `devices` chips of `name` (vendor `vendor`) on one fabric switch, each chip and
 // the NIC on PCIe to the host.
@@ -155,7 +139,7 @@ TEST(H2CrossVendor, TheVendorHierarchicalAllReduceIsItsThreeRingPhases) {
 struct Planning {
   ModelGraph model = testing::Gpt(6);
   Cluster cluster;
-  SpeedDeviceModel dm;
+  testing::SpeedDeviceModel dm;
   TrainSettings train;
   ParallelSettings parallel;
   collectives::Ring ring{collectives::CommTuning{}};

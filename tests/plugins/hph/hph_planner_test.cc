@@ -22,22 +22,6 @@ namespace {
 
 constexpr double kInBw = 100e9, kInLat = 1e-6, kNicBw = 5e9, kNicLat = 2e-6;
 
-// Attention and MLP layers take `layer_s` forward on a device of speed 1 (divided by the
-// device's speed), twice that backward; the rest is free.
-class SpeedDeviceModel final : public DeviceModel {
- public:
-  SpeedDeviceModel(double layer_s, std::map<std::string, double> speed) : layer_s_(layer_s), speed_(std::move(speed)) {}
-  absl::StatusOr<double> ComputeLayerTime(const LayerWork& w, const DeviceSpec& d) const override {
-    if (w.layer->kind != LayerKind::kAttention && w.layer->kind != LayerKind::kMlp) return 0.0;
-    const double t = layer_s_ / speed_.at(d.name) * w.fraction / w.tp;
-    return w.phase == Phase::kBackward ? 2 * t : t;
-  }
-  absl::StatusOr<double> KernelTime(double, double, Precision, const DeviceSpec&) const override { return 0.0; }
-
- private:
-  double layer_s_;
-  std::map<std::string, double> speed_;
-};
 
 NodeType Node(const std::string& kind, int devices, double memory_gib) {
   NodeType type;
@@ -60,7 +44,7 @@ NodeType Node(const std::string& kind, int devices, double memory_gib) {
 struct World {
   ModelGraph model = testing::Gpt(6);
   Cluster cluster;
-  SpeedDeviceModel dm;
+  testing::SpeedDeviceModel dm;
   TrainSettings train;
   ParallelSettings parallel;
   std::unique_ptr<PlanningContext> ctx;
