@@ -141,18 +141,6 @@ absl::StatusOr<CommPlan> VendorHierarchical::PlanCollective(CollectiveOp op, con
   return HierarchicalPlan(op, group, size, cluster, tuning_);
 }
 
-absl::StatusOr<CommPlan> VendorHierarchical::PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
-                                                          const Cluster& cluster) const {
-  if (auto s = CheckArgs({src, dst}, bytes, cluster); !s.ok()) return s;
-  return TransferPlan(src, dst, static_cast<double>(bytes), cluster, tuning_);
-}
-
-absl::StatusOr<CommPlan> VendorHierarchical::PlanAllToAllV(const std::vector<DeviceId>& group,
-                                                           std::span<const std::int64_t> bytes,
-                                                           const Cluster& cluster) const {
-  return DirectAllToAllV(group, bytes, cluster, tuning_);
-}
-
 absl::StatusOr<CommPlan> Hierarchical::PlanCollective(CollectiveOp op, const std::vector<DeviceId>& group,
                                                       std::int64_t bytes, const Cluster& cluster) const {
   if (auto s = CheckArgs(group, bytes, cluster); !s.ok()) return s;
@@ -168,17 +156,6 @@ absl::StatusOr<CommPlan> Hierarchical::PlanCollective(CollectiveOp op, const std
     }
   }
   return best;
-}
-
-absl::StatusOr<CommPlan> Hierarchical::PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
-                                                    const Cluster& cluster) const {
-  if (auto s = CheckArgs({src, dst}, bytes, cluster); !s.ok()) return s;
-  return TransferPlan(src, dst, static_cast<double>(bytes), cluster, tuning_);
-}
-
-absl::StatusOr<CommPlan> Hierarchical::PlanAllToAllV(const std::vector<DeviceId>& group, std::span<const std::int64_t> bytes,
-                                                const Cluster& cluster) const {
-  return DirectAllToAllV(group, bytes, cluster, tuning_);
 }
 
 }  // namespace testbed::collectives

@@ -8,7 +8,7 @@
 
 #include <optional>
 
-#include "link_loads.h"
+#include "ring.h"
 
 namespace testbed::collectives {
 
@@ -32,34 +32,20 @@ void MergeParallel(const std::vector<CommPlan>& parallel, CommPlan& into);
                                                              const CommTuning& tuning);
 
 // `vendor_hierarchical`: VendorHierarchicalPlan where it applies, else `hierarchical`.
-class VendorHierarchical final : public Collective {
+class VendorHierarchical final : public TunedCollective {
  public:
-  explicit VendorHierarchical(CommTuning tuning) : tuning_(tuning) {}
+  using TunedCollective::TunedCollective;
   [[nodiscard]] absl::StatusOr<CommPlan> PlanCollective(CollectiveOp op, const std::vector<DeviceId>& group,
                                                         std::int64_t bytes, const Cluster& cluster) const override;
-  [[nodiscard]] absl::StatusOr<CommPlan> PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
-                                                      const Cluster& cluster) const override;
-  [[nodiscard]] absl::StatusOr<CommPlan> PlanAllToAllV(const std::vector<DeviceId>& group,
-                                                       std::span<const std::int64_t> bytes,
-                                                       const Cluster& cluster) const override;
-
- private:
-  CommTuning tuning_;
 };
 
-class Hierarchical final : public Collective {
+class Hierarchical final : public TunedCollective {
  public:
-  Hierarchical(CommTuning tuning, bool choose_fastest) : tuning_(tuning), choose_fastest_(choose_fastest) {}
+  Hierarchical(CommTuning tuning, bool choose_fastest) : TunedCollective(tuning), choose_fastest_(choose_fastest) {}
   [[nodiscard]] absl::StatusOr<CommPlan> PlanCollective(CollectiveOp op, const std::vector<DeviceId>& group,
                                                         std::int64_t bytes, const Cluster& cluster) const override;
-  [[nodiscard]] absl::StatusOr<CommPlan> PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
-                                                      const Cluster& cluster) const override;
-  [[nodiscard]] absl::StatusOr<CommPlan> PlanAllToAllV(const std::vector<DeviceId>& group,
-                                                       std::span<const std::int64_t> bytes,
-                                                       const Cluster& cluster) const override;
 
  private:
-  CommTuning tuning_;
   bool choose_fastest_;
 };
 

@@ -93,7 +93,7 @@ absl::StatusOr<CommPlan> DirectAllToAllV(const std::vector<DeviceId>& group, std
   return plan;
 }
 
-absl::StatusOr<CommPlan> Ring::PlanAllToAllV(const std::vector<DeviceId>& group, std::span<const std::int64_t> bytes,
+absl::StatusOr<CommPlan> TunedCollective::PlanAllToAllV(const std::vector<DeviceId>& group, std::span<const std::int64_t> bytes,
                                              const Cluster& cluster) const {
   return DirectAllToAllV(group, bytes, cluster, tuning_);
 }
@@ -104,7 +104,7 @@ absl::StatusOr<CommPlan> Ring::PlanCollective(CollectiveOp op, const std::vector
   return RingPlan(op, group, static_cast<double>(bytes), cluster, tuning_);
 }
 
-absl::StatusOr<CommPlan> Ring::PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
+absl::StatusOr<CommPlan> TunedCollective::PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
                                             const Cluster& cluster) const {
   if (auto s = CheckArgs({src, dst}, bytes, cluster); !s.ok()) return s;
   return TransferPlan(src, dst, static_cast<double>(bytes), cluster, tuning_);

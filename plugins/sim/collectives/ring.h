@@ -7,19 +7,27 @@
 
 namespace testbed::collectives {
 
-class Ring final : public Collective {
+// What every algorithm of this plugin shares: its tuning, a point-to-point transfer on its
+// route (TransferPlan) and all-to-all-v as one direct phase (DirectAllToAllV); an algorithm
+// supplies PlanCollective.
+class TunedCollective : public Collective {
  public:
-  explicit Ring(CommTuning tuning) : tuning_(tuning) {}
-  [[nodiscard]] absl::StatusOr<CommPlan> PlanCollective(CollectiveOp op, const std::vector<DeviceId>& group,
-                                                        std::int64_t bytes, const Cluster& cluster) const override;
+  explicit TunedCollective(CommTuning tuning) : tuning_(tuning) {}
   [[nodiscard]] absl::StatusOr<CommPlan> PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
-                                                      const Cluster& cluster) const override;
+                                                      const Cluster& cluster) const final;
   [[nodiscard]] absl::StatusOr<CommPlan> PlanAllToAllV(const std::vector<DeviceId>& group,
                                                        std::span<const std::int64_t> bytes,
-                                                       const Cluster& cluster) const override;
+                                                       const Cluster& cluster) const final;
 
- private:
+ protected:
   CommTuning tuning_;
+};
+
+class Ring final : public TunedCollective {
+ public:
+  using TunedCollective::TunedCollective;
+  [[nodiscard]] absl::StatusOr<CommPlan> PlanCollective(CollectiveOp op, const std::vector<DeviceId>& group,
+                                                        std::int64_t bytes, const Cluster& cluster) const override;
 };
 
 // Checks members and size; shared by all algorithms of this plugin.

@@ -39,15 +39,4 @@ absl::StatusOr<CommPlan> Tree::PlanCollective(CollectiveOp op, const std::vector
   return TreePlan(op, group, static_cast<double>(bytes), cluster, tuning_);
 }
 
-absl::StatusOr<CommPlan> Tree::PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
-                                            const Cluster& cluster) const {
-  if (auto s = CheckArgs({src, dst}, bytes, cluster); !s.ok()) return s;
-  return TransferPlan(src, dst, static_cast<double>(bytes), cluster, tuning_);
-}
-
-absl::StatusOr<CommPlan> Tree::PlanAllToAllV(const std::vector<DeviceId>& group, std::span<const std::int64_t> bytes,
-                                                const Cluster& cluster) const {
-  return DirectAllToAllV(group, bytes, cluster, tuning_);
-}
-
 }  // namespace testbed::collectives

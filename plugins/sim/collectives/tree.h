@@ -4,23 +4,15 @@
 // Other ops fall back to the ring.
 #pragma once
 
-#include "link_loads.h"
+#include "ring.h"
 
 namespace testbed::collectives {
 
-class Tree final : public Collective {
+class Tree final : public TunedCollective {
  public:
-  explicit Tree(CommTuning tuning) : tuning_(tuning) {}
+  using TunedCollective::TunedCollective;
   [[nodiscard]] absl::StatusOr<CommPlan> PlanCollective(CollectiveOp op, const std::vector<DeviceId>& group,
                                                         std::int64_t bytes, const Cluster& cluster) const override;
-  [[nodiscard]] absl::StatusOr<CommPlan> PlanTransfer(DeviceId src, DeviceId dst, std::int64_t bytes,
-                                                      const Cluster& cluster) const override;
-  [[nodiscard]] absl::StatusOr<CommPlan> PlanAllToAllV(const std::vector<DeviceId>& group,
-                                                       std::span<const std::int64_t> bytes,
-                                                       const Cluster& cluster) const override;
-
- private:
-  CommTuning tuning_;
 };
 
 [[nodiscard]] CommPlan TreePlan(CollectiveOp op, const std::vector<DeviceId>& group, double bytes,
