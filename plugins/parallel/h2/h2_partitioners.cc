@@ -79,16 +79,16 @@ absl::StatusOr<Plan> HeteroPp::Partition(const PlanningContext& ctx) {
   TESTBED_ASSIGN_OR_RETURN(CostModel model, CostModel::Make(ctx, ChipTypes(ctx.cluster)));
   Layout layout;
   TESTBED_ASSIGN_OR_RETURN(layout.groups, UserGroups(model, settings_, ctx.parallel));
+  TESTBED_RETURN_IF_ERROR(CheckGroups(model, layout.groups));
   if (!settings_.units.empty()) {
     layout.units.assign(settings_.units.begin(), settings_.units.end());
+    TESTBED_RETURN_IF_ERROR(CheckLayout(model, layout));
   } else {
-    // Units are needed to check the groups; a placeholder split first.
-    const int p = layout.num_stages();
-    layout.units.assign(static_cast<size_t>(std::max(p, 0)), 1);
-    if (p > 0 && p <= model.num_units()) layout.units.back() += model.num_units() - p;
-  }
-  TESTBED_RETURN_IF_ERROR(CheckLayout(model, layout));
-  if (settings_.units.empty()) {
+    if (layout.num_stages() > model.num_units()) {
+      return absl::InvalidArgumentError(absl::StrCat("h2.hetero_pp: ", layout.num_stages(), " stages but model '",
+                                                     ctx.model.shape.name, "' has only ", model.num_units(),
+                                                     " units (embedding, blocks, head)"));
+    }
     TESTBED_ASSIGN_OR_RETURN(auto split, SplitUnits(model, layout.groups));
     if (!split.has_value()) {
       // Name the stage the even split leaves shortest of memory.

@@ -8,11 +8,11 @@
 
 namespace testbed::h2 {
 
-absl::Status CheckLayout(const CostModel& model, const Layout& layout) {
+absl::Status CheckGroups(const CostModel& model, const std::vector<StageGroup>& groups) {
   const auto& types = model.types();
   std::vector<std::int64_t> used(types.size(), 0);
   const std::int64_t heads = model.ctx().model.shape.heads;
-  for (const StageGroup& g : layout.groups) {
+  for (const StageGroup& g : groups) {
     if (g.type < 0 || g.type >= static_cast<int>(types.size())) {
       return absl::InvalidArgumentError(absl::StrCat("stage group of unknown chip type index ", g.type));
     }
@@ -42,6 +42,11 @@ absl::Status CheckLayout(const CostModel& model, const Layout& layout) {
           model.ctx().cluster.name(), "' has ", types[k].devices.size()));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLayout(const CostModel& model, const Layout& layout) {
+  if (absl::Status s = CheckGroups(model, layout.groups); !s.ok()) return s;
   const int p = layout.num_stages();
   if (static_cast<int>(layout.units.size()) != p) {
     return absl::InvalidArgumentError(absl::StrCat("the layout has ", p, " stages but ", layout.units.size(),

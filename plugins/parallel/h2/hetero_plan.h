@@ -12,8 +12,10 @@ namespace testbed::h2 {
 
 // Checks that the groups use every chip of every type exactly (stages x tp x dp summed over
 // a type's groups equals its chip count), that each degree is positive, that each TP degree
-// fits in a node and divides the heads, that each dp divides M and that the unit counts
-// cover the model; errors name the chip type or stage.
+// fits in a node and divides the heads and that each dp divides M; errors name the chip type.
+[[nodiscard]] absl::Status CheckGroups(const CostModel& model, const std::vector<StageGroup>& groups);
+// CheckGroups, and one unit count per stage, each at least 1, covering the model; errors name
+// the stage.
 [[nodiscard]] absl::Status CheckLayout(const CostModel& model, const Layout& layout);
 
 // The plan of a checked layout (recomputation and ZeRO as [parallel] asks).

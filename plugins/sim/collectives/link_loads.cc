@@ -13,12 +13,13 @@ void PhaseBuilder::Message(DeviceId a, DeviceId b, double bytes) {
   }
 }
 
-void PhaseBuilder::BuildInto(int steps, std::vector<CommPhase>& phases) {
+void PhaseBuilder::BuildInto(int steps, std::vector<CommPhase>& phases) const {
   CommPhase p;
   p.latency_s = steps * (max_latency_ + tuning_.step_latency_s);
   p.link_bytes.assign(bytes_.begin(), bytes_.end());
-  for (const Sent& m : crossing_) staging_.Message(m.a, m.b, m.bytes, steps);
-  staging_.Wrap(std::move(p), phases);
+  HostStagingLegs staging(cluster_);
+  for (const Sent& m : crossing_) staging.Message(m.a, m.b, m.bytes, steps);
+  staging.Wrap(std::move(p), phases);
 }
 
 std::vector<std::vector<DeviceId>> ByVendor(const std::vector<DeviceId>& group, const Cluster& cluster) {

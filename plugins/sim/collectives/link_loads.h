@@ -19,13 +19,13 @@ struct CommTuning {
 
 class PhaseBuilder {
  public:
-  PhaseBuilder(const Cluster& cluster, const CommTuning& tuning) : cluster_(cluster), tuning_(tuning), staging_(cluster) {}
+  PhaseBuilder(const Cluster& cluster, const CommTuning& tuning) : cluster_(cluster), tuning_(tuning) {}
   // A message of `bytes` from a to b, concurrent with the others of the phase.
   void Message(DeviceId a, DeviceId b, double bytes);
   // Appends the phase: `steps` sequential message rounds, each paying the slowest path's
   // latency. On a cluster that stages cross-vendor transfers through host memory, messages
   // between vendors add a leg before and after it (HostStagingLegs; `steps` rounds each).
-  void BuildInto(int steps, std::vector<CommPhase>& phases);
+  void BuildInto(int steps, std::vector<CommPhase>& phases) const;
 
  private:
   const Cluster& cluster_;
@@ -37,7 +37,6 @@ class PhaseBuilder {
     double bytes;
   };
   std::vector<Sent> crossing_;  // messages between vendors (staged when the cluster says so)
-  HostStagingLegs staging_;
 };
 
 // Ranks of `group` by vendor (DeviceSpec::vendor), in group order: the members of each.
