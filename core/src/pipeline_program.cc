@@ -34,6 +34,9 @@ std::vector<ParamSpec> ExpandOptionParams() {
       ParamSpec::Bool("tp_overlap", false).Doc("tensor-parallel collectives on their own stream instead of blocking compute"),
       ParamSpec::Double("dp_bucket_mib", 25.0).Min(0.001).Unit("MiB").Doc("gradient all-reduce bucket size"),
       ParamSpec::Bool("dp_overlap", true).Doc("start gradient buckets during the backward pass"),
+      ParamSpec::Bool("param_gather_overlap", false)
+          .Doc("ZeRO-1/2: all-gather the updated weights per bucket, each layer's next forward waiting only for its "
+               "bucket (Megatron-Core's overlap_param_gather)"),
       ParamSpec::Bool("recompute_after_gradient", false)
           .Doc("recompute a checkpointed micro-batch only once its gradient has arrived (Megatron-LM, DeepSpeed)"),
       ParamSpec::Bool("recompute_collectives", true)
@@ -55,6 +58,7 @@ absl::StatusOr<ExpandOptions> ExpandOptionsFrom(const ParamSet& params) {
   TESTBED_RETURN_IF_ERROR(ReadIfDeclared<double>(params, "dp_bucket_mib", mib));
   o.dp_bucket_bytes = static_cast<std::int64_t>(mib * 1048576.0);
   TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "dp_overlap", o.dp_overlap));
+  TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "param_gather_overlap", o.param_gather_overlap));
   TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "recompute_after_gradient", o.recompute_after_gradient));
   TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "recompute_collectives", o.recompute_collectives));
   TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "recompute_interleaved", o.recompute_interleaved));

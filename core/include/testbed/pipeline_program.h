@@ -83,6 +83,13 @@ struct ExpandOptions {
   // backward is split at bucket boundaries for it), else after the whole backward pass.
   std::int64_t dp_bucket_bytes = 25 * 1024 * 1024;
   bool dp_overlap = true;
+  // ZeRO-1/2 (Megatron-Core's distributed optimizer): the updated weights are all-gathered per
+  // gradient bucket, in forward order, on the data-parallel stream after the step, and each
+  // layer's first forward of the next iteration waits only for its bucket's gather
+  // (Megatron-Core's overlap_param_gather, which launches them from the next forward). These
+  // gathers belong to the next iteration, so the last simulated iteration has none. false:
+  // one all-gather of the stage's weights inside the step, which the next forward waits for.
+  bool param_gather_overlap = false;
   bool optimizer_step = true;
   // When a checkpointed micro-batch's recomputation may start. false: as soon as the stage's
   // compute stream is free (an idealised runtime). true: only once its output gradient has

@@ -23,7 +23,9 @@ namespace testbed {
 //    the shard_planner kind.
 // 5: GNN layers in the model graph (Layer::gnn_*, ModelShape::fanouts), the feature_loader kind.
 // 6: StageReplica::resident_bytes, Plan::iterations_per_epoch, FeatureBudget.
-inline constexpr std::uint32_t kAbiVersion = 7;
+// 7: Task::priority, the sparse embedding exchange options.
+// 8: ExpandOptions::param_gather_overlap.
+inline constexpr std::uint32_t kAbiVersion = 8;
 
 // The build identity of this compilation (testbed/build_identity.h).
 inline constexpr const char* kBuildIdentity = TESTBED_BUILD_IDENTITY;

@@ -4,6 +4,8 @@
 // gather keys and values from each other); other replicas walk alone, replica by replica and
 // stage by stage.
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "expand/expansion.h"
@@ -104,13 +106,19 @@ class Walker {
           if (g > 0) EmitRecv(e_, ls, Phase::kForward, g, (g - 1) % e_.pp, BoundaryBytes(e_, ls.lane, st.first_layer));
         }
         const bool ckpt = r > 0 && (op.checkpoint < 0 || op.checkpoint > 0);
+        // The chunk's first forward of the iteration meets the per-bucket weight gathers.
+        const bool gathered = e_.TracksForwards() && it > 0 && gathered_.insert({it, s, replicas.front(), c}).second;
         if (ckpt) {
-          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kForward, true, st.first_layer, st.first_layer + r, false}));
-          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, {Phase::kForward, false, st.first_layer + r, st.end_layer, false}));
+          RangeRequest kept{Phase::kForward, true, st.first_layer, st.first_layer + r, false};
+          RangeRequest rest{Phase::kForward, false, st.first_layer + r, st.end_layer, false};
+          kept.gathered_forward = rest.gathered_forward = gathered;
+          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, kept));
+          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, rest));
           for (int rep : replicas) e_.pending_recompute.insert(key(rep));
         } else {
-          TESTBED_RETURN_IF_ERROR(EmitRange(
-              e_, lanes, {Phase::kForward, false, st.first_layer, st.end_layer, false, 0, 0, TimeParts(s, c, mb, it)}));
+          RangeRequest fwd{Phase::kForward, false, st.first_layer, st.end_layer, false, 0, 0, TimeParts(s, c, mb, it)};
+          fwd.gathered_forward = gathered;
+          TESTBED_RETURN_IF_ERROR(EmitRange(e_, lanes, fwd));
         }
         if (g < last_g) {
           for (LaneState& ls : lanes) {
@@ -212,6 +220,7 @@ class Walker {
 
   Expansion& e_;
   std::map<std::pair<int, int>, TaskId> last_forward_;  // (stage, replica) -> first task of its last forward
+  std::set<std::tuple<int, int, int, int>> gathered_;  // (iteration, stage, replica, chunk) whose first forward is emitted
 };
 
 }  // namespace

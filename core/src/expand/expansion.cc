@@ -196,6 +196,25 @@ void Expansion::RecordFinalBackward(int iteration, DeviceId device, int layer, T
   final_bwd_[static_cast<size_t>(iteration)][static_cast<size_t>(device)][static_cast<size_t>(local)] = task;
 }
 
+void Expansion::RecordForward(int iteration, DeviceId device, int layer, TaskId task) {
+  if (first_fwd_.empty()) return;
+  const int s = stage_of_device_[static_cast<size_t>(device)];
+  if (s < 0) return;
+  const int local = local_layer_[static_cast<size_t>(s)][static_cast<size_t>(layer)];
+  if (local < 0) return;
+  TaskId& slot = first_fwd_[static_cast<size_t>(iteration)][static_cast<size_t>(device)][static_cast<size_t>(local)];
+  if (slot < 0) slot = task;
+}
+
+TaskId Expansion::FirstForward(int iteration, DeviceId device, int layer) const {
+  if (first_fwd_.empty() || iteration >= iterations) return -1;
+  const int s = stage_of_device_[static_cast<size_t>(device)];
+  if (s < 0) return -1;
+  const int local = local_layer_[static_cast<size_t>(s)][static_cast<size_t>(layer)];
+  if (local < 0) return -1;
+  return first_fwd_[static_cast<size_t>(iteration)][static_cast<size_t>(device)][static_cast<size_t>(local)];
+}
+
 TaskId Expansion::FinalBackward(int iteration, DeviceId device, int layer) const {
   const int s = stage_of_device_[static_cast<size_t>(device)];
   if (s < 0) return -1;
@@ -298,6 +317,7 @@ absl::Status Expansion::PrepareOps(const ProgramSource& programs) {
       if (s >= 0) per_device[d].assign(static_cast<size_t>(layers_of_stage[static_cast<size_t>(s)]), -1);
     }
   }
+  if (opt.param_gather_overlap && plan.zero_stage >= 1 && iterations > 1) first_fwd_ = final_bwd_;  // all -1
   return absl::OkStatus();
 }
 

@@ -144,6 +144,12 @@ class Expansion {
     if (iteration >= iterations) return -1;
     return first_compute_[static_cast<size_t>(iteration)][static_cast<size_t>(device)];
   }
+  // First forward compute task per (iteration, device, layer); kept only when the weights
+  // are gathered per bucket (ExpandOptions::param_gather_overlap under ZeRO-1/2), whose
+  // gathers each layer's forward waits for.
+  [[nodiscard]] bool TracksForwards() const { return !first_fwd_.empty(); }
+  void RecordForward(int iteration, DeviceId device, int layer, TaskId task);
+  [[nodiscard]] TaskId FirstForward(int iteration, DeviceId device, int layer) const;
   // Work entries by what determines them, so that the thousands of tasks doing the same work
   // are interned without recomputing their memory figures.
   struct WorkKey {
@@ -160,6 +166,9 @@ class Expansion {
   std::unordered_map<WorkKey, std::int32_t, WorkKeyHash> work_ids;
   // ZeRO: the all-gather of the weights after each (iteration, device)'s step.
   std::map<std::pair<int, DeviceId>, TaskId> parameters_gathered;
+  // ... or, with param_gather_overlap, per (next iteration, device) the per-bucket gathers,
+  // each with the layers it carries.
+  std::map<std::pair<int, DeviceId>, std::vector<std::pair<std::vector<int>, TaskId>>> bucket_gathers;
   // ZeRO-3: each layer's weights all-gathered before each use (param_gather.h).
   std::unique_ptr<ParameterGathers> param_gathers;
 
@@ -194,6 +203,7 @@ class Expansion {
   std::vector<std::vector<int>> local_layer_;  // [stage][layer] -> index among the stage's layers, -1
   std::vector<int> stage_of_device_;
   std::vector<std::vector<std::vector<TaskId>>> final_bwd_;      // [iteration][device][local layer]
+  std::vector<std::vector<std::vector<TaskId>>> first_fwd_;      // [iteration][device][local layer], or empty
   std::vector<std::vector<TaskId>> first_compute_;               // [iteration][device]
   std::vector<std::vector<std::int32_t>> full_tp_group_;         // [stage][replica]: its whole TP group
   std::unordered_map<std::uint64_t, std::int32_t> sub_tp_group_; // (replica, stage, first, degree)

@@ -174,6 +174,13 @@ class Emitter {
     const TaskId id = e_.sched.Add(t, all);
     e_.param_gathers->Used(e_, gathers, id);
     for (int r = first_rank; r < first_rank + degree; ++r) e_.RecordCompute(lane.iteration, e_.Dev(lane.replica, lane.stage, r), id);
+    if (ph == Phase::kForward && e_.TracksForwards()) {
+      for (int r = first_rank; r < first_rank + degree; ++r) {
+        for (int l = work.first_layer; l < work.end_layer; ++l) {
+          e_.RecordForward(lane.iteration, e_.Dev(lane.replica, lane.stage, r), l, id);
+        }
+      }
+    }
     return id;
   }
 
@@ -217,6 +224,14 @@ class Emitter {
         top = *it;
       }
       pieces.emplace_back(run.first, top);
+    } else if (req_.gathered_forward && req_.phase == Phase::kForward) {
+      const auto& ends = e_.bucket_ends[static_cast<size_t>(lane.stage)];
+      int bottom = run.first;
+      for (auto it = ends.upper_bound(run.first); it != ends.end() && *it < run.end; ++it) {
+        pieces.emplace_back(bottom, *it);
+        bottom = *it;
+      }
+      pieces.emplace_back(bottom, run.end);
     } else {
       pieces.emplace_back(run.first, run.end);
     }

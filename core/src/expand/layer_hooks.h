@@ -41,6 +41,10 @@ struct RangeRequest {
   // (EmbRace's per-row priority: each part waits only for its rows); the parts are recorded in
   // Expansion::forward_parts.
   int time_parts = 1;
+  // The first forward of an iteration's chunk while the weights are gathered per bucket
+  // (ExpandOptions::param_gather_overlap): dense runs end a piece at each bucket boundary, so
+  // that each piece waits only for its own bucket's gather.
+  bool gathered_forward = false;
 };
 
 // Emits layers [first, end) of one op for every lane (one replica, or an expert-parallel

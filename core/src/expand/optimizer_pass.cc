@@ -1,7 +1,8 @@
 // Pass 5: the optimizer step of each iteration waits for its devices' gradients (the
 // gradient-sync pass recorded them); under ZeRO the updated weight shards are all-gathered
 // after it (GatherParameters, called per iteration from pass 4 so the data-parallel stream
-// keeps iteration order) and the next iteration's first compute waits for that. Last, each
+// keeps iteration order) and the next iteration's first compute waits for that, or with
+// param_gather_overlap each layer's first forward waits for its bucket's gather. Last, each
 // device's static memory: weights, gradients and optimizer state of what it owns, stashed
 // weight versions, the expert copies it holds, and what the plan keeps resident there
 // (StageReplica::resident_bytes: a feature loader's rows).
@@ -13,8 +14,66 @@
 
 namespace testbed::expand {
 
+namespace {
+
+// The layers of a stage's buckets in forward order (the buckets close last layer first), each
+// bucket cut into runs of consecutive layers (a stage's chunks are not contiguous).
+std::vector<std::vector<int>> ForwardRuns(const Expansion& e, int s) {
+  std::vector<std::vector<int>> runs;
+  const std::vector<Bucket>& buckets = e.buckets[static_cast<size_t>(s)];
+  for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
+    std::vector<int> layers = b->layers;
+    std::sort(layers.begin(), layers.end());
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (i == 0 || layers[i] != layers[i - 1] + 1) runs.emplace_back();
+      runs.back().push_back(layers[i]);
+    }
+  }
+  return runs;
+}
+
+// Megatron-Core's overlap_param_gather: after iteration `it`'s step, per bucket (forward
+// order) and tensor-parallel rank, one all-gather of its layers' weights; they belong to
+// iteration it + 1, whose forwards wait for them (OptimizerPass), and the last iteration has
+// none.
+void GatherPerBucket(Expansion& e, int it) {
+  if (it + 1 >= e.iterations) return;
+  for (int s = 0; s < e.pp; ++s) {
+    const int dp = e.plan.dp(s);
+    if (dp < 2 || ShardsParameters(e, s)) continue;  // ZeRO-3 gathers each layer before use instead
+    const std::vector<std::vector<int>> runs = ForwardRuns(e, s);
+    for (int t = 0; t < e.plan.tp(s); ++t) {
+      std::vector<DeviceId> members;
+      std::vector<TaskId> steps;
+      for (int d = 0; d < dp; ++d) {
+        const DeviceId dev = e.Dev(d, s, t);
+        members.push_back(dev);
+        if (auto found = e.optimizer_task.find({it, dev}); found != e.optimizer_task.end()) steps.push_back(found->second);
+      }
+      if (steps.empty()) continue;
+      const std::int32_t group = e.sched.Group(members);
+      for (const std::vector<int>& run : runs) {
+        double bytes = 0;
+        for (int l : run) bytes += e.ReplicatedParams(l) * e.WeightElementBytes(l);
+        if (bytes <= 0) continue;
+        Task coll = GroupTask(CollectiveOp::kAllGather, streams::kDataComm, group, s, run.front(), run.back() + 1,
+                              static_cast<std::int64_t>(bytes), Phase::kForward);
+        coll.iteration = it + 1;
+        const TaskId id = e.sched.Add(coll, steps);
+        for (DeviceId dev : members) e.bucket_gathers[{it + 1, dev}].emplace_back(run, id);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 absl::Status GatherParameters(Expansion& e, int it) {
   if (e.plan.zero_stage < 1 || e.optimizer_task.empty()) return absl::OkStatus();
+  if (e.TracksForwards()) {
+    GatherPerBucket(e, it);
+    return absl::OkStatus();
+  }
   for (int s = 0; s < e.pp; ++s) {
     const int dp = e.plan.dp(s);
     if (dp < 2 || ShardsParameters(e, s)) continue;  // ZeRO-3 gathers each layer before use instead
@@ -46,6 +105,18 @@ absl::Status OptimizerPass(Expansion& e) {
   for (const auto& [key, gather] : e.parameters_gathered) {
     const TaskId next = e.FirstCompute(key.first + 1, key.second);
     if (next >= 0) e.sched.AddDep(next, gather);
+  }
+  // Per bucket: each layer's first forward waits for the gather of its weights; a layer whose
+  // forward the compute pass did not record (an expert's) holds back the first compute.
+  for (const auto& [key, gathers] : e.bucket_gathers) {
+    const auto& [it, dev] = key;
+    for (const auto& [layers, gather] : gathers) {
+      for (int l : layers) {
+        TaskId use = e.FirstForward(it, dev, l);
+        if (use < 0) use = e.FirstCompute(it, dev);
+        if (use >= 0) e.sched.AddDep(use, gather);
+      }
+    }
   }
   e.param_gathers->AfterSteps(e);
   for (int s = 0; s < e.pp; ++s) {
