@@ -11,13 +11,35 @@ namespace {
 absl::Status Register(Registry& r) {
   TESTBED_RETURN_IF_ERROR(r.Add<Partitioner>(
       "megatron.uniform",
-      "Megatron-LM: transformer blocks split evenly over pipeline stages and chunks",
+      "Megatron-LM: transformer blocks split evenly over pipeline stages and chunks (or Megatron-Core's uneven split)",
       {ParamSpec::Bool("search", false)
            .Doc("search TP, PP, DP, micro-batch size and recomputation for the fastest plan that fits; "
-                "otherwise take them from [parallel] and [train]")},
+                "otherwise take them from [parallel] and [train]"),
+       ParamSpec::Int("first_stage_blocks", -1).Range(-1, 1 << 20)
+           .Unit("blocks")
+           .Doc("transformer blocks on the first pipeline stage, over its chunks (Megatron-Core's "
+                "decoder_first_pipeline_num_layers); -1: an even share"),
+       ParamSpec::Int("last_stage_blocks", -1).Range(-1, 1 << 20)
+           .Unit("blocks")
+           .Doc("transformer blocks on the last pipeline stage (decoder_last_pipeline_num_layers); -1: an even share"),
+       ParamSpec::Bool("embedding_as_block", false)
+           .Doc("the embedding takes one block's place in the split (account_for_embedding_in_pipeline_split)"),
+       ParamSpec::Bool("head_as_block", false)
+           .Doc("the output layer and loss take one block's place (account_for_loss_in_pipeline_split)"),
+       ParamSpec::Bool("distributed_optimizer", false)
+           .Doc("shard optimizer state over the data-parallel ranks, gradients reduce-scattered and weights "
+                "all-gathered after the step (Megatron's distributed optimizer: zero_stage 1 at least)")},
       [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Partitioner>> {
         TESTBED_ASSIGN_OR_RETURN(bool search, p.Get<bool>("search"));
-        return std::make_unique<UniformPartitioner>(search);
+        UnevenSplit split;
+        TESTBED_ASSIGN_OR_RETURN(std::int64_t first, p.Get<std::int64_t>("first_stage_blocks"));
+        TESTBED_ASSIGN_OR_RETURN(std::int64_t last, p.Get<std::int64_t>("last_stage_blocks"));
+        split.first_stage_blocks = static_cast<int>(first);
+        split.last_stage_blocks = static_cast<int>(last);
+        TESTBED_ASSIGN_OR_RETURN(split.embedding_as_block, p.Get<bool>("embedding_as_block"));
+        TESTBED_ASSIGN_OR_RETURN(split.head_as_block, p.Get<bool>("head_as_block"));
+        TESTBED_ASSIGN_OR_RETURN(bool distributed, p.Get<bool>("distributed_optimizer"));
+        return std::make_unique<UniformPartitioner>(search, split, distributed);
       }));
   TESTBED_RETURN_IF_ERROR(r.Add<TpPlanner>(
       "megatron.uniform_tp", "Megatron-LM: one tensor-parallel degree for every layer, the fastest that fits",
