@@ -204,6 +204,7 @@ absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx, int tp, int pp, int dp
   Plan plan = GridPlan(g);
   plan.experts.degree = std::max(1, ctx.parallel.ep);
   plan.context.degree = cp;
+  plan.context.ring = ctx.parallel.cp_ring && cp > 1;
   ApplyRecompute(plan);
   return plan;
 }

@@ -49,6 +49,7 @@ struct ParallelSettings {
   int zero_stage = 0;
   int ep = 1;  // expert-parallel degree (MoE models)
   int cp = 1;  // context-parallel degree: each sequence split over this many replicas
+  bool cp_ring = false;  // ring attention instead of all-gathered keys and values
 };
 
 // The layers [first_layer, end_layer) that a pipeline stage runs: the whole stage, or one
@@ -162,10 +163,16 @@ struct ExpertParallelism {
 // rank all-gathers the keys and values of the group's tokens over the ranks of its
 // tensor-parallel index in the group, then computes its queries against all of them (the
 // causal work load-balanced, 2 x degree chunks per sequence, so each rank does 1/degree of
-// it); backward gathers them again and reduce-scatters their gradients. Gradients are
-// synchronised over all replicas (data x context parallel), ZeRO shards over them too.
+// it); backward gathers them again and reduce-scatters their gradients. Or ring attention
+// (`ring`): the attention layer runs in `degree` steps, each on one block of keys and values
+// (1/degree of its work), while the block is passed on to the next rank of the group (a ring
+// shift of one rank's block per step, degree - 1 of them, each overlapping a step's compute);
+// backward passes the blocks with their gradients (twice the bytes) and returns the
+// gradients home in a last shift. Gradients are synchronised over all replicas (data x
+// context parallel), ZeRO shards over them too.
 struct ContextParallelism {
   int degree = 1;
+  bool ring = false;
 };
 
 // Knobs a planner hands the scheduler. 0 / empty: the scheduler's own parameter holds.

@@ -58,7 +58,9 @@ const std::vector<ParamSpec>& ParallelSchema() {
       ParamSpec::Bool("sequence_parallel", false).Doc("Megatron sequence parallelism alongside TP"),
       ParamSpec::Int("zero_stage", 0).Range(0, 3).Doc("ZeRO sharding of optimizer state (1), gradients (2), parameters (3)"),
       ParamSpec::Int("ep", 1).Range(1, 1 << 24).Unit("ranks").Doc("expert-parallel degree: data-parallel replicas sharing one set of experts (MoE)"),
-      ParamSpec::Int("cp", 1).Range(1, 1 << 16).Unit("ranks").Doc("context-parallel degree: replicas splitting each sequence (all-gather attention); dp = devices / (tp x pp x cp)"),
+      ParamSpec::Int("cp", 1).Range(1, 1 << 16).Unit("ranks").Doc("context-parallel degree: replicas splitting each sequence; dp = devices / (tp x pp x cp)"),
+      ParamSpec::Choice("cp_comm", "all_gather", {"all_gather", "ring"})
+          .Doc("context-parallel attention: keys and values all-gathered, or passed around the group in a ring overlapping the attention steps"),
   };
   return schema;
 }
@@ -225,6 +227,7 @@ absl::StatusOr<ResolvedRun> ResolveRun(const RunSpec& spec, const Registry& regi
   run.parallel.zero_stage = static_cast<int>(Declared<std::int64_t>(par, "zero_stage", errors));
   run.parallel.ep = static_cast<int>(Declared<std::int64_t>(par, "ep", errors));
   run.parallel.cp = static_cast<int>(Declared<std::int64_t>(par, "cp", errors));
+  run.parallel.cp_ring = Declared<std::string>(par, "cp_comm", errors) == "ring";
   Record(run, "parallel", par);
 
   for (const auto& [section, specs] : backend.sections) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -536,20 +537,9 @@ class Emitter {
   // backward: their gradients reduce-scattered back to the ranks owning the tokens.
   void ContextExchange(std::vector<LaneState>& lanes, const LayerRun& run, bool gather) {
     const Lane& lead = lanes.front().lane;
-    const Layer& layer = e_.model.layers[static_cast<size_t>(run.first)];
-    const int T = e_.plan.tp(lead.stage);
-    // Keys and values of one token on one tensor-parallel rank (a KV head is replicated on
-    // ranks beyond kv_heads).
-    const std::int64_t kv_heads = layer.kv_heads > 0 ? layer.kv_heads : layer.heads;
-    const double head_dim = static_cast<double>(layer.hidden) / static_cast<double>(std::max<std::int64_t>(1, layer.heads));
-    const double heads_per_rank = std::max(1.0, static_cast<double>(kv_heads) / run.tp);
-    const double elem = ElementBytes(StoragePrecision(run.precision)) * ActivationScale(e_, run.first);
-    const double rows = T / run.tp;  // a stage of T devices runs a layer of degree t as T / t groups
-    double tokens = 0;  // the group's tokens of this micro-batch, on one group of the stage
-    for (const LaneState& ls : lanes) tokens += static_cast<double>(run.micro_batch) * ls.lane.fraction * static_cast<double>(layer.seq_len);
-    const auto bytes = static_cast<std::int64_t>(tokens / rows * 2.0 * heads_per_rank * head_dim * elem);
+    const std::int64_t bytes = GroupKvBytes(lanes, run);
     const CollectiveOp op = gather ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter;
-    for (int t = 0; t < T; ++t) {
+    for (int t = 0; t < e_.plan.tp(lead.stage); ++t) {
       std::vector<TaskId> deps;
       for (const LaneState& ls : lanes) deps.insert(deps.end(), ls.frontier[static_cast<size_t>(t)].begin(), ls.frontier[static_cast<size_t>(t)].end());
       const TaskId id = Collective(lead, op, e_.CpGroup(lead.replica, lead.stage, t), streams::kContextComm, run.first,
@@ -563,6 +553,81 @@ class Emitter {
         }
       }
     }
+  }
+
+  // Ring attention (ContextParallelism::ring) of attention run `run` over a CP group's lanes:
+  // `degree` steps, each computing 1/degree of the layer on every lane; before step j >= 1, per
+  // tensor-parallel rank, a ring shift passes every rank's current block of keys and values to
+  // the next rank (the first once the layer's input is ready, each later one once the block
+  // before it has arrived, so the shifts overlap the steps' compute). Backward shifts carry
+  // the blocks with their gradients, and a last shift takes the gradients home.
+  absl::Status RingAttention(std::vector<LaneState>& lanes, const LayerRun& run,
+                             const std::function<absl::Status()>& emit_step) {
+    const Lane& lead = lanes.front().lane;
+    const int cp = static_cast<int>(lanes.size());
+    const int T = e_.plan.tp(lead.stage);
+    const bool backward = req_.phase == Phase::kBackward;
+    const std::int64_t block = GroupKvBytes(lanes, run) / cp;
+    auto shift = [&](int t, std::int64_t bytes, const std::vector<TaskId>& deps) {
+      AllToAllVWork w;
+      w.bytes.assign(static_cast<size_t>(cp) * static_cast<size_t>(cp), 0);
+      for (int i = 0; i < cp; ++i) w.bytes[static_cast<size_t>(i * cp + (i + 1) % cp)] = bytes;
+      return Collective(lead, CollectiveOp::kAllToAllV, e_.CpGroup(lead.replica, lead.stage, t), streams::kContextComm,
+                        run.first, run.end, lead.fraction, 0, deps, e_.sched.AddWork(std::move(w)));
+    };
+    std::vector<std::vector<TaskId>> ready(static_cast<size_t>(T));  // what the first shift waits for
+    for (int t = 0; t < T; ++t) {
+      for (const LaneState& ls : lanes) {
+        const auto& f = ls.frontier[static_cast<size_t>(t)];
+        ready[static_cast<size_t>(t)].insert(ready[static_cast<size_t>(t)].end(), f.begin(), f.end());
+      }
+    }
+    std::vector<float> fractions;
+    for (const LaneState& ls : lanes) fractions.push_back(ls.lane.fraction);
+    std::vector<TaskId> previous(static_cast<size_t>(T), -1);
+    for (int step = 0; step < cp; ++step) {
+      if (step > 0) {
+        for (int t = 0; t < T; ++t) {
+          const TaskId id = shift(t, backward ? 2 * block : block,
+                                  step == 1 ? ready[static_cast<size_t>(t)] : std::vector<TaskId>{previous[static_cast<size_t>(t)]});
+          previous[static_cast<size_t>(t)] = id;
+          for (LaneState& ls : lanes) ls.frontier[static_cast<size_t>(t)].push_back(id);
+        }
+      }
+      for (size_t i = 0; i < lanes.size(); ++i) lanes[i].lane.fraction = fractions[i] / static_cast<float>(cp);
+      const absl::Status st = emit_step();
+      for (size_t i = 0; i < lanes.size(); ++i) lanes[i].lane.fraction = fractions[i];
+      TESTBED_RETURN_IF_ERROR(st);
+    }
+    if (backward) {
+      for (int t = 0; t < T; ++t) {
+        std::vector<TaskId> deps = {previous[static_cast<size_t>(t)]};
+        for (const LaneState& ls : lanes) {
+          deps.insert(deps.end(), ls.frontier[static_cast<size_t>(t)].begin(), ls.frontier[static_cast<size_t>(t)].end());
+        }
+        const TaskId id = shift(t, block, deps);
+        for (LaneState& ls : lanes) ls.frontier[static_cast<size_t>(t)] = {id};
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Keys and values of the group's tokens of this micro-batch on one tensor-parallel rank (an
+  // all-gather's whole buffer).
+  [[nodiscard]] std::int64_t GroupKvBytes(const std::vector<LaneState>& lanes, const LayerRun& run) const {
+    const Lane& lead = lanes.front().lane;
+    const Layer& layer = e_.model.layers[static_cast<size_t>(run.first)];
+    const int T = e_.plan.tp(lead.stage);
+    // Keys and values of one token on one tensor-parallel rank (a KV head is replicated on
+    // ranks beyond kv_heads).
+    const std::int64_t kv_heads = layer.kv_heads > 0 ? layer.kv_heads : layer.heads;
+    const double head_dim = static_cast<double>(layer.hidden) / static_cast<double>(std::max<std::int64_t>(1, layer.heads));
+    const double heads_per_rank = std::max(1.0, static_cast<double>(kv_heads) / run.tp);
+    const double elem = ElementBytes(StoragePrecision(run.precision)) * ActivationScale(e_, run.first);
+    const double rows = T / run.tp;  // a stage of T devices runs a layer of degree t as T / t groups
+    double tokens = 0;  // the group's tokens of this micro-batch, on one group of the stage
+    for (const LaneState& ls : lanes) tokens += static_cast<double>(run.micro_batch) * ls.lane.fraction * static_cast<double>(layer.seq_len);
+    return static_cast<std::int64_t>(tokens / rows * 2.0 * heads_per_rank * head_dim * elem);
   }
 
   // Between runs of different tensor-parallel degrees: every device gets the samples its new
@@ -618,24 +683,31 @@ absl::Status EmitRange(Expansion& e, std::vector<LaneState>& lanes, const RangeR
       for (LaneState& ls : lanes) em.Reshard(ls, prev_tp, run.tp, boundary);
     }
     prev_tp = run.tp;
+    auto emit = [&]() -> absl::Status {
+      switch (run.kind) {
+        case RunKind::kExpertParallel:
+          if (backward && run.first >= req.recompute_first && run.first < req.recompute_end) {
+            const RangeRequest again{Phase::kRecompute, false, run.first, run.end, false};
+            Emitter recompute(e, again);
+            TESTBED_RETURN_IF_ERROR(recompute.ExpertParallel(lanes, run));
+          }
+          return em.ExpertParallel(lanes, run);
+        case RunKind::kTensorParallel:
+          for (LaneState& ls : lanes) TESTBED_RETURN_IF_ERROR(em.TensorParallel(ls, run));
+          return absl::OkStatus();
+        case RunKind::kDense:
+          for (LaneState& ls : lanes) TESTBED_RETURN_IF_ERROR(em.Dense(ls, run));
+          return absl::OkStatus();
+      }
+      return absl::OkStatus();
+    };
     const bool cp_attention = ContextParallelAttention(e, run.first);
-    if (cp_attention) em.ContextExchange(lanes, run, true);
-    switch (run.kind) {
-      case RunKind::kExpertParallel:
-        if (backward && run.first >= req.recompute_first && run.first < req.recompute_end) {
-          const RangeRequest again{Phase::kRecompute, false, run.first, run.end, false};
-          Emitter recompute(e, again);
-          TESTBED_RETURN_IF_ERROR(recompute.ExpertParallel(lanes, run));
-        }
-        TESTBED_RETURN_IF_ERROR(em.ExpertParallel(lanes, run));
-        break;
-      case RunKind::kTensorParallel:
-        for (LaneState& ls : lanes) TESTBED_RETURN_IF_ERROR(em.TensorParallel(ls, run));
-        break;
-      case RunKind::kDense:
-        for (LaneState& ls : lanes) TESTBED_RETURN_IF_ERROR(em.Dense(ls, run));
-        break;
+    if (cp_attention && e.plan.context.ring) {
+      TESTBED_RETURN_IF_ERROR(em.RingAttention(lanes, run, emit));
+      continue;
     }
+    if (cp_attention) em.ContextExchange(lanes, run, true);
+    TESTBED_RETURN_IF_ERROR(emit());
     if (cp_attention && backward) em.ContextExchange(lanes, run, false);
   }
   return absl::OkStatus();
