@@ -45,6 +45,9 @@ std::vector<ParamSpec> ExpandOptionParams() {
           .Doc("recompute each checkpointed layer just before its own backward (Oases' cross-pass schedule)"),
       ParamSpec::Bool("tp_chunk_join", false)
           .Doc("each layer's sub-batches wait for all of the previous layer's collectives (Wang et al.'s decomposition)"),
+      ParamSpec::Bool("tp_chunk_time_share", false)
+          .Doc("each sub-batch of a tensor-parallel layer costs its share of the whole layer's time (only the GEMMs are "
+               "chunked, as in Transformer Engine's userbuffers) instead of the layer's time on fewer samples"),
   };
 }
 
@@ -63,6 +66,7 @@ absl::StatusOr<ExpandOptions> ExpandOptionsFrom(const ParamSet& params) {
   TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "recompute_collectives", o.recompute_collectives));
   TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "recompute_interleaved", o.recompute_interleaved));
   TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "tp_chunk_join", o.tp_chunk_join));
+  TESTBED_RETURN_IF_ERROR(ReadIfDeclared<bool>(params, "tp_chunk_time_share", o.tp_chunk_time_share));
   if (o.tp_chunks > 1) o.tp_overlap = true;  // chunks exist to overlap
   return o;
 }

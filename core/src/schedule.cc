@@ -84,8 +84,8 @@ std::size_t HashOf(const ComputeWork& w) noexcept {
                           static_cast<std::uint64_t>(w.micro_batch), Bits(static_cast<double>(w.fraction)),
                           static_cast<std::uint64_t>(w.tp), static_cast<std::uint64_t>(w.precision),
                           static_cast<std::uint64_t>(w.sequence_parallel), static_cast<std::uint64_t>(w.selective_recompute),
-                          static_cast<std::uint64_t>(w.part), Bits(w.expert_tokens), Bits(w.activation_bytes),
-                          Bits(w.checkpoint_bytes)}) {
+                          static_cast<std::uint64_t>(w.part), Bits(w.expert_tokens), Bits(static_cast<double>(w.time_share)),
+                          Bits(w.activation_bytes), Bits(w.checkpoint_bytes)}) {
     h = Mix(h, v);
   }
   return h;

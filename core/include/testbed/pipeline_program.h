@@ -112,6 +112,11 @@ struct ExpandOptions {
   // with the GEMM that produces them, the next op starting once the whole result is
   // reduced). false: each sub-batch runs on through the layers (Merak, Oases).
   bool tp_chunk_join = false;
+  // With tp_chunks > 1: each chunk of a tensor-parallel layer costs its share of the whole
+  // layer's time and memory, not the time of the layer on a share of the samples (which pays
+  // every kernel's fixed cost once per chunk). Transformer Engine's communication overlap
+  // (userbuffers) chunks only the GEMM next to each collective, so chunking adds nothing.
+  bool tp_chunk_time_share = false;
   EmbeddingExchange embedding_exchange = EmbeddingExchange::kAllReduce;
   // kAllToAll: the next iteration's rows that this iteration does not update are fetched as
   // soon as this iteration's lookups are done, so that only the updated rows wait for the
@@ -135,8 +140,9 @@ struct ExpandOptions {
 };
 
 // The parameters every pipeline scheduler takes for its expansion (tp_chunks, tp_overlap,
-// dp_bucket_mib, dp_overlap, recompute_after_gradient, recompute_collectives,
-// recompute_interleaved, tp_chunk_join), declared once, and their reading.
+// dp_bucket_mib, dp_overlap, param_gather_overlap, recompute_after_gradient,
+// recompute_collectives, recompute_interleaved, tp_chunk_join, tp_chunk_time_share), declared
+// once, and their reading.
 [[nodiscard]] std::vector<ParamSpec> ExpandOptionParams();
 [[nodiscard]] absl::StatusOr<ExpandOptions> ExpandOptionsFrom(const ParamSet& params);
 

@@ -24,7 +24,8 @@ namespace testbed {
 // 5: GNN layers in the model graph (Layer::gnn_*, ModelShape::fanouts), the feature_loader kind.
 // 6: StageReplica::resident_bytes, Plan::iterations_per_epoch, FeatureBudget.
 // 7: Task::priority, the sparse embedding exchange options.
-// 8: ExpandOptions::param_gather_overlap, ContextParallelism::ring, ParallelSettings::cp_ring.
+// 8: ExpandOptions::param_gather_overlap and tp_chunk_time_share, ComputeWork::time_share,
+//    ContextParallelism::ring, ParallelSettings::cp_ring.
 inline constexpr std::uint32_t kAbiVersion = 8;
 
 // The build identity of this compilation (testbed/build_identity.h).

@@ -96,6 +96,10 @@ struct ComputeWork {
   bool selective_recompute = false;  // backward of attention recomputes its core first
   LayerPart part = LayerPart::kWhole;
   double expert_tokens = 0;  // kMoeExperts: tokens (each counted once per expert) it computes
+  // The share of the whole work's time (and memory) the task takes: < 1 for one of several
+  // chunks of a layer costed as a share of the layer rather than as a layer on fewer samples
+  // (ExpandOptions::tp_chunk_time_share).
+  float time_share = 1.0f;
   // Memory: what a forward keeps for backward, and what a checkpointed forward keeps instead.
   double activation_bytes = 0;
   double checkpoint_bytes = 0;

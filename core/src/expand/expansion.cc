@@ -97,13 +97,14 @@ bool Expansion::Compressed(int layer) const {
 }
 
 size_t Expansion::WorkKeyHash::operator()(const WorkKey& k) const noexcept {
-  std::uint32_t fb;
+  std::uint32_t fb, sb;
   std::memcpy(&fb, &k.fraction, sizeof fb);
+  std::memcpy(&sb, &k.time_share, sizeof sb);
   std::uint64_t h = static_cast<std::uint64_t>(k.first) * 1000003u ^ static_cast<std::uint64_t>(k.end) * 7919u ^
                     static_cast<std::uint64_t>(k.tp) * 131u ^ static_cast<std::uint64_t>(k.micro_batch) * 104729u ^
                     (static_cast<std::uint64_t>(fb) << 21) ^ (static_cast<std::uint64_t>(k.precision) << 11) ^
                     (static_cast<std::uint64_t>(k.part) << 7) ^ (static_cast<std::uint64_t>(k.selective) << 5) ^
-                    static_cast<std::uint64_t>(k.expert_tokens * 4099.0);
+                    static_cast<std::uint64_t>(k.expert_tokens * 4099.0) ^ (static_cast<std::uint64_t>(sb) << 29);
   return static_cast<size_t>(h);
 }
 

@@ -156,6 +156,7 @@ class Expansion {
     std::int32_t first, end, tp;
     std::int64_t micro_batch;
     float fraction;
+    float time_share;
     std::uint8_t precision, part, selective;
     double expert_tokens;
     bool operator==(const WorkKey&) const = default;

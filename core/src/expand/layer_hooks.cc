@@ -99,14 +99,20 @@ class Emitter {
 
   // The work entry of layers [first, end) of a run, interned.
   std::int32_t Work(const Lane& lane, const LayerRun& run, int first, int end, float fraction, LayerPart part,
-                    double expert_tokens) {
+                    double expert_tokens, float time_share = 1.0f) {
     const bool selective = e_.plan.recompute == RecomputeMode::kSelective;
-    const Expansion::WorkKey key{first, end, run.tp, run.micro_batch, fraction, static_cast<std::uint8_t>(run.precision),
+    const Expansion::WorkKey key{first, end, run.tp, run.micro_batch, fraction, time_share, static_cast<std::uint8_t>(run.precision),
                                  static_cast<std::uint8_t>(part),
                                  static_cast<std::uint8_t>(selective && req_.phase == Phase::kBackward), expert_tokens};
     auto [it, fresh] = e_.work_ids.try_emplace(key, -1);
     if (!fresh) return it->second;
-    it->second = e_.sched.AddWork(MakeWork(lane, run, first, end, fraction, part, expert_tokens));
+    ComputeWork w = MakeWork(lane, run, first, end, fraction, part, expert_tokens);
+    if (time_share != 1.0f) {
+      w.time_share = time_share;
+      w.activation_bytes *= time_share;
+      w.checkpoint_bytes *= time_share;
+    }
+    it->second = e_.sched.AddWork(w);
     return it->second;
   }
 
@@ -316,7 +322,10 @@ class Emitter {
           const auto bytes_of = [&](std::int64_t per) {
             return static_cast<std::int64_t>(static_cast<double>(per) * samples / k);
           };
-          const std::int32_t work = Work(lane, run, l, l + 1, part, LayerPart::kWhole, 0);
+          // Chunks costed as shares of the whole layer, or as the layer on their share of the samples.
+          const std::int32_t work = e_.opt.tp_chunk_time_share && k > 1
+                                        ? Work(lane, run, l, l + 1, frac, LayerPart::kWhole, 0, 1.0f / static_cast<float>(k))
+                                        : Work(lane, run, l, l + 1, part, LayerPart::kWhole, 0);
           if (recompute_here) {
             // Cross-pass: this sub-batch's recomputation of layer l runs while the previous
             // layer's backward all-reduce is on the wire.

@@ -86,7 +86,7 @@ absl::Status TaskCosts::ComputeCost(const Schedule& s, TaskId t, const ModelGrap
         if (!lt.ok()) return failed(lt.status());
         total += *lt;
       }
-      cached = total;
+      cached = w.time_share == 1.0f ? total : total * static_cast<double>(w.time_share);
     }
     time = std::max(time, cached);
   }
