@@ -51,15 +51,15 @@ absl::Status Register(Registry& r) {
         return std::make_unique<UniformTp>(static_cast<int>(degree));
       }));
   TESTBED_RETURN_IF_ERROR(r.Add<Scheduler>(
-      "1f1b", "1F1B (PipeDream-Flush), Megatron-LM's default pipeline schedule", ExpandOptionParams(),
+      "1f1b", "1F1B (PipeDream-Flush), Megatron-LM's default pipeline schedule", MegatronScheduleParams(),
       [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Scheduler>> {
-        TESTBED_ASSIGN_OR_RETURN(ExpandOptions o, ExpandOptionsFrom(p));
+        TESTBED_ASSIGN_OR_RETURN(MegatronOptions o, MegatronOptionsFrom(p));
         return std::make_unique<OneFOneB>(o);
       }));
   return r.Add<Scheduler>(
       "interleaved_1f1b", "Megatron-LM's interleaved 1F1B over virtual stages ([parallel] virtual_stages)",
-      ExpandOptionParams(), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Scheduler>> {
-        TESTBED_ASSIGN_OR_RETURN(ExpandOptions o, ExpandOptionsFrom(p));
+      MegatronScheduleParams(), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Scheduler>> {
+        TESTBED_ASSIGN_OR_RETURN(MegatronOptions o, MegatronOptionsFrom(p));
         return std::make_unique<Interleaved>(o);
       });
 }

@@ -1,6 +1,7 @@
 // Whole runs of the Megatron-LM baseline's Megatron-Core options on two DGX A100 nodes: the
 // distributed optimizer is ZeRO-1 (same time and memory as [parallel] zero_stage = 1, less
-// memory than without); overlapped weight gathers are faster over two steps; the uneven split
+// memory than without); tp_comm_overlap is one chunk per TP rank, joined and costed as shares,
+// and hides collectives the blocking schedule exposes; overlapped weight gathers are faster over two steps; the uneven split
 // puts the counts asked for on the first and last stages (planned), and a split Megatron-Core
 // refuses is refused by name.
 #include <gmock/gmock.h>
@@ -72,6 +73,34 @@ parallel = { zero_stage = 1 }
   for (const auto& o : outs) ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_LT(MetricOf(*outs[1], "memory_peak_gib"), MetricOf(*outs[0], "memory_peak_gib"));
   EXPECT_DOUBLE_EQ(MetricOf(*outs[1], "memory_peak_gib"), MetricOf(*outs[2], "memory_peak_gib"));
+  EXPECT_DOUBLE_EQ(MetricOf(*outs[1], "iteration_time_s"), MetricOf(*outs[2], "iteration_time_s"));
+}
+
+TEST_F(MegatronRuns, TpCommOverlapIsOneChunkPerRankJoinedCostedAsSharesAndFaster) {
+  auto outs = Sim(R"(
+[parallel]
+tp = 8
+pp = 1
+sequence_parallel = true
+)",
+                  R"(
+[[arm]]
+name = "blocking"
+partitioner = "megatron.uniform"
+scheduler = "1f1b"
+[[arm]]
+name = "tp-comm-overlap"
+partitioner = "megatron.uniform"
+scheduler = { use = "1f1b", tp_comm_overlap = true }
+[[arm]]
+name = "by-hand"
+partitioner = "megatron.uniform"
+scheduler = { use = "1f1b", tp_chunks = 8, tp_overlap = true, tp_chunk_join = true, tp_chunk_time_share = true }
+)");
+  ASSERT_EQ(outs.size(), 3u);
+  for (const auto& o : outs) ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_LT(MetricOf(*outs[1], "iteration_time_s"), MetricOf(*outs[0], "iteration_time_s"));
+  EXPECT_LT(MetricOf(*outs[1], "exposed_comm_s"), MetricOf(*outs[0], "exposed_comm_s"));
   EXPECT_DOUBLE_EQ(MetricOf(*outs[1], "iteration_time_s"), MetricOf(*outs[2], "iteration_time_s"));
 }
 
