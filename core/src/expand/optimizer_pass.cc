@@ -32,16 +32,14 @@ std::vector<std::vector<int>> ForwardRuns(const Expansion& e, int s) {
   return runs;
 }
 
-// Megatron-Core's overlap_param_gather: after iteration `it`'s step, per bucket (forward
-// order) and tensor-parallel rank, one all-gather of its layers' weights; they belong to
-// iteration it + 1, whose forwards wait for them (OptimizerPass), and the last iteration has
-// none.
-void GatherPerBucket(Expansion& e, int it) {
-  if (it + 1 >= e.iterations) return;
+// Calls fn(stage, members, steps) for every stage whose weights are gathered after the step
+// (ZeRO-1/2 over two or more replicas; ZeRO-3 gathers each layer before use instead) and each
+// tensor-parallel shard of it: the replicas holding the shard, and their steps of iteration `it`.
+template <typename Fn>
+void ForEachShardAfterStep(Expansion& e, int it, Fn fn) {
   for (int s = 0; s < e.pp; ++s) {
     const int dp = e.plan.dp(s);
-    if (dp < 2 || ShardsParameters(e, s)) continue;  // ZeRO-3 gathers each layer before use instead
-    const std::vector<std::vector<int>> runs = ForwardRuns(e, s);
+    if (dp < 2 || ShardsParameters(e, s)) continue;
     for (int t = 0; t < e.plan.tp(s); ++t) {
       std::vector<DeviceId> members;
       std::vector<TaskId> steps;
@@ -50,18 +48,7 @@ void GatherPerBucket(Expansion& e, int it) {
         members.push_back(dev);
         if (auto found = e.optimizer_task.find({it, dev}); found != e.optimizer_task.end()) steps.push_back(found->second);
       }
-      if (steps.empty()) continue;
-      const std::int32_t group = e.sched.Group(members);
-      for (const std::vector<int>& run : runs) {
-        double bytes = 0;
-        for (int l : run) bytes += e.ReplicatedParams(l) * e.WeightElementBytes(l);
-        if (bytes <= 0) continue;
-        Task coll = GroupTask(CollectiveOp::kAllGather, streams::kDataComm, group, s, run.front(), run.back() + 1,
-                              static_cast<std::int64_t>(bytes), Phase::kForward);
-        coll.iteration = it + 1;
-        const TaskId id = e.sched.Add(coll, steps);
-        for (DeviceId dev : members) e.bucket_gathers[{it + 1, dev}].emplace_back(run, id);
-      }
+      if (!steps.empty()) fn(s, members, steps);
     }
   }
 }
@@ -70,29 +57,34 @@ void GatherPerBucket(Expansion& e, int it) {
 
 absl::Status GatherParameters(Expansion& e, int it) {
   if (e.plan.zero_stage < 1 || e.optimizer_task.empty()) return absl::OkStatus();
-  if (e.TracksForwards()) {
-    GatherPerBucket(e, it);
-    return absl::OkStatus();
-  }
-  for (int s = 0; s < e.pp; ++s) {
-    const int dp = e.plan.dp(s);
-    if (dp < 2 || ShardsParameters(e, s)) continue;  // ZeRO-3 gathers each layer before use instead
-    for (int t = 0; t < e.plan.tp(s); ++t) {
-      std::vector<DeviceId> members;
-      std::vector<TaskId> steps;
-      for (int d = 0; d < dp; ++d) {
-        const DeviceId dev = e.Dev(d, s, t);
-        members.push_back(dev);
-        if (auto found = e.optimizer_task.find({it, dev}); found != e.optimizer_task.end()) steps.push_back(found->second);
-      }
-      if (steps.empty()) continue;
+  if (!e.TracksForwards()) {
+    // One gather of the stage's weights inside the step.
+    ForEachShardAfterStep(e, it, [&](int s, const std::vector<DeviceId>& members, const std::vector<TaskId>& steps) {
       Task coll = GroupTask(CollectiveOp::kAllGather, streams::kDataComm, e.sched.Group(members), s, 0, 0,
                             static_cast<std::int64_t>(StageParams(e.plan, e.model, s) * e.elem), Phase::kForward);
       coll.iteration = it;
       const TaskId id = e.sched.Add(coll, steps);
       for (DeviceId dev : members) e.parameters_gathered[{it, dev}] = id;
-    }
+    });
+    return absl::OkStatus();
   }
+  // Megatron-Core's overlap_param_gather: per bucket (forward order), one all-gather of its
+  // layers' weights; they belong to iteration it + 1, whose forwards wait for them
+  // (OptimizerPass), and the last iteration has none.
+  if (it + 1 >= e.iterations) return absl::OkStatus();
+  ForEachShardAfterStep(e, it, [&](int s, const std::vector<DeviceId>& members, const std::vector<TaskId>& steps) {
+    const std::int32_t group = e.sched.Group(members);
+    for (const std::vector<int>& run : ForwardRuns(e, s)) {
+      double bytes = 0;
+      for (int l : run) bytes += e.ReplicatedParams(l) * e.WeightElementBytes(l);
+      if (bytes <= 0) continue;
+      Task coll = GroupTask(CollectiveOp::kAllGather, streams::kDataComm, group, s, run.front(), run.back() + 1,
+                            static_cast<std::int64_t>(bytes), Phase::kForward);
+      coll.iteration = it + 1;
+      const TaskId id = e.sched.Add(coll, steps);
+      for (DeviceId dev : members) e.bucket_gathers[{it + 1, dev}].emplace_back(run, id);
+    }
+  });
   return absl::OkStatus();
 }
 
