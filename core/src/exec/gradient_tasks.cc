@@ -173,12 +173,7 @@ absl::Status GradientTasks::GatherAll(const Task& t) {
   CommGroup* group = s_.Group(t.group);
   if (group == nullptr) return absl::InternalError("not a member of the task's parameter group");
   // One bucket's layers (param_gather_overlap), or every layer the rank holds.
-  if (t.end_layer > t.first_layer) {
-    for (int l = t.first_layer; l < t.end_layer; ++l) {
-      for (int piece = 0; piece < 2; ++piece) TESTBED_RETURN_IF_ERROR(s_.shards.Gather(*group, l, piece));
-    }
-    return absl::OkStatus();
-  }
+  if (t.end_layer > t.first_layer) return s_.shards.GatherRange(*group, t.first_layer, t.end_layer);
   return s_.shards.GatherAll(*group);
 }
 

@@ -101,6 +101,13 @@ absl::Status ParamShards::Gather(CommGroup& group, int layer, int piece) {
   return absl::OkStatus();
 }
 
+absl::Status ParamShards::GatherRange(CommGroup& group, int first, int end) {
+  for (auto& s : shards_) {
+    if (s->layer >= first && s->layer < end) TESTBED_RETURN_IF_ERROR(Gather(group, s->layer, s->piece));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParamShards::GatherAll(CommGroup& group) {
   for (auto& s : shards_) TESTBED_RETURN_IF_ERROR(Gather(group, s->layer, s->piece));
   return absl::OkStatus();

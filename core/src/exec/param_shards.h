@@ -44,6 +44,8 @@ class ParamShards {
   // Piece `piece` of layer `layer`'s full weights from every member's part (no-op for a piece
   // not sharded here: a layer of another stage, or a piece without elements).
   [[nodiscard]] absl::Status Gather(CommGroup& group, int layer, int piece = 0);
+  // Every piece of every sharded layer in [first, end) (a bucket's layers), or of all of them.
+  [[nodiscard]] absl::Status GatherRange(CommGroup& group, int first, int end);
   [[nodiscard]] absl::Status GatherAll(CommGroup& group);
   // Piece `piece` of the full gradients of the sharded layers in [first, end) reduced over
   // the group into this rank's part (added to what it holds); returns the bytes this rank sent.

@@ -72,9 +72,12 @@ absl::Status GatherParameters(Expansion& e, int it) {
   // layers' weights; they belong to iteration it + 1, whose forwards wait for them
   // (OptimizerPass), and the last iteration has none.
   if (it + 1 >= e.iterations) return absl::OkStatus();
+  std::vector<std::vector<std::vector<int>>> runs(static_cast<size_t>(e.pp));  // per stage, made on first use
   ForEachShardAfterStep(e, it, [&](int s, const std::vector<DeviceId>& members, const std::vector<TaskId>& steps) {
+    std::vector<std::vector<int>>& stage_runs = runs[static_cast<size_t>(s)];
+    if (stage_runs.empty()) stage_runs = ForwardRuns(e, s);
     const std::int32_t group = e.sched.Group(members);
-    for (const std::vector<int>& run : ForwardRuns(e, s)) {
+    for (const std::vector<int>& run : stage_runs) {
       double bytes = 0;
       for (int l : run) bytes += e.ReplicatedParams(l) * e.WeightElementBytes(l);
       if (bytes <= 0) continue;
