@@ -5,43 +5,10 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "work_checks.h"
 
 namespace testbed::calibrated {
 namespace {
-
-absl::Status CheckWork(const LayerWork& work) {
-  if (work.layer == nullptr) return absl::InvalidArgumentError("calibrated: layer work without a layer");
-  const Layer& l = *work.layer;
-  auto bad = [&](std::string what) {
-    return absl::InvalidArgumentError(absl::StrCat("calibrated: layer '", l.name, "': ", what));
-  };
-  if (work.micro_batch < 1) return bad(absl::StrCat("micro_batch ", work.micro_batch, " must be >= 1"));
-  if (work.tp < 1) return bad(absl::StrCat("tp ", work.tp, " must be >= 1"));
-  if (!(work.fraction > 0 && work.fraction <= 1)) {
-    return bad(absl::StrCat("fraction ", work.fraction, " of the micro-batch must be in (0, 1]"));
-  }
-  if (l.hidden < 1 || l.seq_len < 1) return bad("hidden and seq_len must be >= 1");
-  // Megatron splits heads (attention) and the FFN width (MLP, experts) over the TP group.
-  if ((l.kind == LayerKind::kAttention) && (l.heads < 1 || l.heads % work.tp != 0)) {
-    return bad(absl::StrCat("tp ", work.tp, " does not divide the ", l.heads, " heads"));
-  }
-  if ((l.kind == LayerKind::kMlp || l.kind == LayerKind::kMoe) && (l.ffn_hidden < 1 || l.ffn_hidden % work.tp != 0)) {
-    return bad(absl::StrCat("tp ", work.tp, " does not divide the FFN width ", l.ffn_hidden));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckDevice(const DeviceSpec& device, Precision precision, bool needs_peak) {
-  if (needs_peak && !(device.PeakFlops(precision) > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("calibrated: device '", device.name, "' has no ", PrecisionName(precision), " peak in its preset"));
-  }
-  if (!(device.memory_bandwidth_bytes_per_s > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("calibrated: device '", device.name, "' has no memory bandwidth in its preset"));
-  }
-  return absl::OkStatus();
-}
 
 // Kernels LayerKernels adds in front of a backward to recompute dropped activations
 // (selective recomputation) are forward work and are costed as such.
@@ -54,7 +21,7 @@ bool IsRecomputeKernel(const Kernel& k) {
 }  // namespace
 
 absl::StatusOr<double> CalibratedModel::ComputeLayerTime(const LayerWork& work, const DeviceSpec& device) const {
-  if (absl::Status st = CheckWork(work); !st.ok()) return st;
+  if (absl::Status st = CheckLayerWork(work, "calibrated"); !st.ok()) return st;
   const std::vector<Kernel> kernels = LayerKernels(work);
   // No tokens reached this rank's experts, or a part of a split backward with nothing to do.
   if (kernels.empty() && (work.part == LayerPart::kMoeExperts || work.part == LayerPart::kBackwardData ||
@@ -66,7 +33,7 @@ absl::StatusOr<double> CalibratedModel::ComputeLayerTime(const LayerWork& work, 
         absl::StrCat("calibrated: no kernels for a ", LayerKindName(work.layer->kind), " layer"));
   }
   for (const Kernel& k : kernels) {
-    if (absl::Status st = CheckDevice(device, k.precision, k.flops > 0); !st.ok()) return st;
+    if (absl::Status st = CheckDeviceFor(device, k.precision, k.flops > 0, "calibrated"); !st.ok()) return st;
   }
 
   const bool attention = work.layer->kind == LayerKind::kAttention;
@@ -93,7 +60,7 @@ absl::StatusOr<double> CalibratedModel::KernelTime(double flops, double bytes, P
     return absl::InvalidArgumentError(
         absl::StrCat("calibrated: a kernel needs finite, non-negative FLOPs and bytes (got ", flops, ", ", bytes, ")"));
   }
-  if (absl::Status st = CheckDevice(device, precision, flops > 0); !st.ok()) return st;
+  if (absl::Status st = CheckDeviceFor(device, precision, flops > 0, "calibrated"); !st.ok()) return st;
   const OpCoefficients& c = calibration_.For(OpClass::kMlpForward);
   const double compute = flops > 0 ? flops * c.gemm / device.PeakFlops(precision) : 0.0;
   const double memory = bytes * c.memory / device.memory_bandwidth_bytes_per_s;

@@ -1,0 +1,276 @@
+// The `calibrated.kernels` device model against the published H100 SXM kernel benchmarks it
+// is fitted on (data/calibration/h100_sxm_kernels.csv): the fit's error in sample, its error
+// on sizes held out of the fit, its prediction of an H200-class device it never saw, the
+// closed forms it prices kernels by, and the built plugin. The tables printed here are the
+// ones in plugins/sim/calibrated/README.md.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/plugin_loader.h"
+#include "error_stats.h"
+#include "kernel_bench.h"
+#include "kernel_fit.h"
+#include "kernel_model.h"
+#include "testbed/registry.h"
+
+namespace testbed::calibrated {
+namespace {
+
+using testing::RowError;
+using testing::Summarise;
+
+std::vector<KernelBenchRow> Embedded() {
+  auto rows = ParseKernelBench(EmbeddedKernelBenchCsv(), kEmbeddedKernelBenchName);
+  EXPECT_TRUE(rows.ok()) << rows.status();
+  return rows.ok() ? *rows : std::vector<KernelBenchRow>{};
+}
+
+RowError ErrorOf(const KernelFit& fit, const KernelBenchRow& r) {
+  const double predicted = r.Flops() / fit.Predict(r) / 1e12;
+  char row[200];
+  std::snprintf(row, sizeof(row), "%s %s %s b%lld %lldx%lldx%lld: %.1f TFLOP/s measured, %.1f predicted",
+                BenchKindName(r.kind), r.impl.c_str(), PrecisionName(r.precision), static_cast<long long>(r.b),
+                static_cast<long long>(r.m), static_cast<long long>(r.n), static_cast<long long>(r.k),
+                r.measured_tflops, predicted);
+  return {100.0 * std::abs(fit.Predict(r) - r.MeasuredSeconds()) / r.MeasuredSeconds(), row};
+}
+
+bool IsGemmBf16(const KernelBenchRow& r) { return r.kind == BenchKind::kGemm && r.precision != Precision::kFp8; }
+bool IsFa3(const KernelBenchRow& r) { return r.kind == BenchKind::kFlashForward && r.impl == "fa3"; }
+
+void Print(const char* what, const testing::ErrorStats& s) {
+  std::printf("%-44s rows %3d  median %5.1f%%  worst %5.1f%%  (%s)\n", what, s.rows, s.median_pct, s.worst_pct,
+              s.worst_row.c_str());
+}
+
+TEST(KernelBench, EmbeddedFileHasEveryPublishedRow) {
+  const std::vector<KernelBenchRow> rows = Embedded();
+  int xla = 0, mamf = 0, fa3 = 0, fa2 = 0;
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> shapes;
+  for (const KernelBenchRow& r : rows) {
+    xla += r.source == "xla_sm90";
+    mamf += r.source == "mamf";
+    fa3 += r.impl == "fa3";
+    fa2 += r.impl == "triton_fa2";
+    if (r.source == "xla_sm90") shapes.insert({r.b, r.m, r.n, r.k});
+    EXPECT_LT(r.measured_tflops, r.precision == Precision::kFp8 ? 1978.9 : 989.4) << "line " << r.line;
+  }
+  EXPECT_EQ(xla, 375);  // the full grid b in {1,2,4} x m, n, k in {256, ..., 4096}
+  EXPECT_EQ(shapes.size(), 375u);
+  EXPECT_EQ(mamf, 2);
+  EXPECT_EQ(fa3, 6);
+  EXPECT_EQ(fa2, 6);
+}
+
+TEST(KernelBench, BadRowsAreNamedByFileLineAndColumn) {
+  const std::string header = "kind,impl,precision,b,m,n,k,causal,measured_tflops,source\n";
+  auto bad_kind = ParseKernelBench(header + "conv,x,bf16,1,2,3,4,0,1.0,s\n", "k.csv");
+  ASSERT_FALSE(bad_kind.ok());
+  EXPECT_NE(bad_kind.status().message().find("k.csv:2: column 'kind'"), std::string::npos) << bad_kind.status();
+  auto bad_size = ParseKernelBench(header + "gemm,x,bf16,1,0,3,4,0,1.0,s\n", "k.csv");
+  ASSERT_FALSE(bad_size.ok());
+  EXPECT_NE(bad_size.status().message().find("column 'm'"), std::string::npos) << bad_size.status();
+  auto bad_precision = ParseKernelBench(header + "gemm,x,fp7,1,2,3,4,0,1.0,s\n", "k.csv");
+  ASSERT_FALSE(bad_precision.ok());
+  EXPECT_NE(bad_precision.status().message().find("column 'precision'"), std::string::npos);
+  auto bad_rate = ParseKernelBench(header + "gemm,x,bf16,1,2,3,4,0,-3,s\n", "k.csv");
+  ASSERT_FALSE(bad_rate.ok());
+  EXPECT_NE(bad_rate.status().message().find("measured_tflops"), std::string::npos);
+  auto no_column = ParseKernelBench("kind,impl\n", "k.csv");
+  ASSERT_FALSE(no_column.ok());
+  EXPECT_NE(no_column.status().message().find("header lacks the column 'precision'"), std::string::npos);
+  auto missing = ReadKernelBenchFile("/nonexistent/bench.csv");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(KernelFit, InSampleError) {
+  auto fit = FitKernels(Embedded(), KernelFitSetup{});
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  std::printf("H100 SXM fit: GEMM eta %.3f (ceiling %.3f), traffic eta %.3f, overhead %.2f us; FP8 GEMM eta %.3f "
+              "(ceiling %.3f); FA3 forward eta %.3f (ceiling %.3f), traffic eta %.3f\n",
+              1 / fit->gemm.compute, fit->gemm.ceiling, fit->gemm.traffic > 0 ? 1 / fit->gemm.traffic : 0.0,
+              fit->gemm.overhead_s * 1e6, 1 / fit->gemm_fp8_compute, fit->gemm_fp8_ceiling,
+              1 / fit->flash_forward.compute, fit->flash_forward.ceiling,
+              fit->flash_forward.traffic > 0 ? 1 / fit->flash_forward.traffic : 0.0);
+  std::vector<RowError> gemm, gemm_large, fp8, fa3;
+  for (const KernelBenchRow& r : Embedded()) {
+    if (IsGemmBf16(r)) {
+      gemm.push_back(ErrorOf(*fit, r));
+      if (r.MeasuredSeconds() >= 50e-6) gemm_large.push_back(ErrorOf(*fit, r));
+    }
+    if (r.kind == BenchKind::kGemm && r.precision == Precision::kFp8) fp8.push_back(ErrorOf(*fit, r));
+    if (IsFa3(r)) fa3.push_back(ErrorOf(*fit, r));
+  }
+  const auto g = Summarise(gemm), gl = Summarise(gemm_large), f8 = Summarise(fp8), fa = Summarise(fa3);
+  Print("BF16 GEMM, all", g);
+  Print("BF16 GEMM, rows >= 50 us", gl);
+  Print("FP8 GEMM", f8);
+  Print("FlashAttention-3 forward", fa);
+  EXPECT_EQ(g.rows, 376);
+  EXPECT_LT(g.median_pct, 8.0);
+  EXPECT_LT(gl.median_pct, 8.0);
+  EXPECT_LT(gl.worst_pct, 20.0);
+  EXPECT_LT(f8.worst_pct, 1e-6);  // one row, one coefficient
+  EXPECT_LT(fa.worst_pct, 5.0);
+  // Efficiencies are physical: at most the peak, and the large-GEMM efficiency close to
+  // what the largest measured GEMMs reach (about 0.8 of the BF16 peak).
+  EXPECT_GE(fit->gemm.compute, 1.0);
+  EXPECT_GT(1 / fit->gemm.compute, 0.7);
+  EXPECT_NEAR(fit->gemm.ceiling, 808.699906572796 / 989.4, 1e-9);  // the fastest XLA row
+  EXPECT_GE(fit->gemm_fp8_compute, 1.0);
+}
+
+// Every row of one GEMM size (m) held out of the fit and predicted, for each m in turn;
+// m = 256 and 4096 are extrapolations. FlashAttention likewise per sequence length (512 and
+// 16K are extrapolations).
+TEST(KernelFit, HeldOutSizes) {
+  const std::vector<KernelBenchRow> rows = Embedded();
+  std::vector<RowError> gemm, gemm_large, fa3;
+  for (std::int64_t m : {256, 512, 1024, 2048, 4096}) {
+    KernelFitSetup setup;
+    setup.use = [m](const KernelBenchRow& r) { return !(IsGemmBf16(r) && r.m == m); };
+    auto fit = FitKernels(rows, setup);
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    std::vector<RowError> these;
+    for (const KernelBenchRow& r : rows) {
+      if (!IsGemmBf16(r) || r.m != m) continue;
+      these.push_back(ErrorOf(*fit, r));
+      gemm.push_back(these.back());
+      if (r.MeasuredSeconds() >= 50e-6) gemm_large.push_back(these.back());
+    }
+    Print(("BF16 GEMM, m = " + std::to_string(m) + " held out").c_str(), Summarise(these));
+  }
+  for (std::int64_t s : {512, 1024, 2048, 4096, 8192, 16384}) {
+    KernelFitSetup setup;
+    setup.use = [s](const KernelBenchRow& r) { return !(IsFa3(r) && r.n == s); };
+    auto fit = FitKernels(rows, setup);
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    for (const KernelBenchRow& r : rows) {
+      if (IsFa3(r) && r.n == s) fa3.push_back(ErrorOf(*fit, r));
+    }
+  }
+  const auto g = Summarise(gemm), gl = Summarise(gemm_large), fa = Summarise(fa3);
+  Print("BF16 GEMM, each m held out in turn", g);
+  Print("  rows >= 50 us", gl);
+  Print("FlashAttention-3, each length held out", fa);
+  EXPECT_EQ(g.rows, 376);  // with the MAMF row (m = 2048)
+  EXPECT_LT(g.median_pct, 10.0);
+  EXPECT_LT(gl.median_pct, 10.0);
+  EXPECT_LT(gl.worst_pct, 25.0);
+  EXPECT_LT(fa.median_pct, 3.0);
+  EXPECT_LT(fa.worst_pct, 5.0);
+}
+
+// The H100 fit, asked about an H200 (same compute, 4.8 TB/s HBM3e), against the largest
+// measured GEMMs of a GH200 (its H200-class GPU): a device the fit never saw.
+TEST(KernelFit, PredictsAnH200ClassDevice) {
+  auto fit = FitKernels(Embedded(), KernelFitSetup{});
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  auto gh200 = ReadKernelBenchFile(TESTBED_GH200_KERNELS_CSV);
+  ASSERT_TRUE(gh200.ok()) << gh200.status();
+  KernelFit h200 = *fit;
+  h200.setup.bandwidth_bytes_per_s = 4800e9;
+  std::vector<RowError> errors;
+  for (const KernelBenchRow& r : *gh200) errors.push_back(ErrorOf(h200, r));
+  const auto s = Summarise(errors);
+  Print("GH200 (H200-class) GEMMs, H100 fit", s);
+  EXPECT_EQ(s.rows, 2);
+  EXPECT_LT(s.worst_pct, 10.0);
+}
+
+// Closed forms: an FP8 GEMM costs its FLOPs at the FP8 peak over the fitted FP8 efficiency
+// plus the GEMM traffic and overhead terms; FlashAttention's backward costs the forward's
+// coefficients on its own FLOPs and bytes; a memory-bound kernel its bytes at the given
+// fraction of the bandwidth.
+TEST(KernelModel, PricesKernelsByTheirClosedForms) {
+  auto fit = FitKernels(Embedded(), KernelFitSetup{});
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const KernelCalibratedModel model(*fit, KernelModelOptions{0.75});
+  DeviceSpec h100;
+  h100.name = "h100-sxm";
+  h100.peak_flops = {{Precision::kBf16, 989.4e12}, {Precision::kFp8, 1978.9e12}};
+  h100.memory_bandwidth_bytes_per_s = 3350e9;
+  const double f = 2.0 * 8192 * 16384 * 8192, bytes = 8192.0 * 8192 + 8192.0 * 16384 + 2.0 * 8192 * 16384;
+  auto fp8 = model.Time(Kernel{"fc1", KernelKind::kGemm, f, bytes, Precision::kFp8}, h100);
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  // A GEMM this large runs at the FP8 class's ceiling, the best fraction of the peak measured.
+  EXPECT_DOUBLE_EQ(*fp8, std::max(fit->gemm_fp8_compute * f / 1978.9e12 + fit->gemm.traffic * bytes / 3350e9 +
+                                      fit->gemm.overhead_s,
+                                  f / (1978.9e12 * fit->gemm_fp8_ceiling)));
+  EXPECT_DOUBLE_EQ(fit->gemm_fp8_ceiling, 1402.6 / 1978.9);
+  auto bf16 = model.Time(Kernel{"fc1", KernelKind::kGemm, f, bytes, Precision::kBf16}, h100);
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_LT(*fp8, *bf16);
+  const double fa = 4.0 * 2 * 8 * 8192.0 * 8192 * 128, qkvo = 2.0 * 4 * 2 * 8192 * 8 * 128;
+  auto bwd = model.Time(Kernel{"flash_attention_backward", KernelKind::kBatchedGemm, 2.5 * fa, 2 * qkvo,
+                               Precision::kBf16}, h100);
+  ASSERT_TRUE(bwd.ok());
+  EXPECT_DOUBLE_EQ(*bwd, fit->flash_forward.Time(2.5 * fa, 989.4e12, 2 * qkvo, 3350e9));
+  auto mem = model.Time(Kernel{"layernorm", KernelKind::kMemory, 0.0, 1e9, Precision::kBf16}, h100);
+  ASSERT_TRUE(mem.ok());
+  EXPECT_DOUBLE_EQ(*mem, 1e9 / (3350e9 * 0.75) + fit->gemm.overhead_s);
+  DeviceSpec no_fp8 = h100;
+  no_fp8.peak_flops.erase(Precision::kFp8);
+  auto refused = model.Time(Kernel{"fc1", KernelKind::kGemm, f, bytes, Precision::kFp8}, no_fp8);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("no fp8 peak"), std::string::npos) << refused.status();
+}
+
+TEST(KernelFit, RefusesTooFewRows) {
+  std::vector<KernelBenchRow> rows = Embedded();
+  KernelFitSetup setup;
+  setup.flash_impl = "fa9";
+  auto fit = FitKernels(rows, setup);
+  ASSERT_FALSE(fit.ok());
+  EXPECT_EQ(fit.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(fit.status().message().find("FlashAttention (fa9)"), std::string::npos) << fit.status();
+}
+
+TEST(KernelPlugin, LoadsAndCostsALlamaLayer) {
+  Registry registry;
+  PluginLoader loader(registry);
+  auto loaded = loader.Load(TESTBED_CALIBRATED_PLUGIN);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const ComponentEntry* entry = registry.Find(ComponentKind::kDeviceModel, "calibrated.kernels");
+  ASSERT_NE(entry, nullptr);
+  ParamSet ps;
+  for (const ParamSpec& spec : entry->decl.params) {
+    ps.Set(spec.name(), spec.default_value());
+    EXPECT_FALSE(spec.doc().empty()) << spec.name();
+  }
+  auto model = registry.Create<DeviceModel>("calibrated.kernels", ps);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Layer attention;
+  attention.name = "attn";
+  attention.kind = LayerKind::kAttention;
+  attention.hidden = 16384;
+  attention.heads = 128;
+  attention.kv_heads = 8;
+  attention.seq_len = 8192;
+  attention.flash_attention = true;
+  attention.causal = true;
+  DeviceSpec h100;
+  h100.name = "h100-sxm";
+  h100.peak_flops = {{Precision::kBf16, 989.4e12}, {Precision::kFp8, 1978.9e12}};
+  h100.memory_bandwidth_bytes_per_s = 3350e9;
+  LayerWork work{&attention, Phase::kForward, 1, 8, true, Precision::kBf16};
+  auto t = (*model)->LayerTime(work, h100);
+  ASSERT_TRUE(t.ok()) << t.status();
+  double expected = 0;
+  const KernelCalibratedModel& direct = dynamic_cast<const KernelCalibratedModel&>(**model);
+  for (const Kernel& k : LayerKernels(work)) expected += *direct.Time(k, h100);
+  EXPECT_DOUBLE_EQ(*t, expected);
+  ps.Set("measurements", std::string("/nonexistent/h100.csv"));
+  auto bad = registry.Create<DeviceModel>("calibrated.kernels", ps);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("/nonexistent/h100.csv"), std::string::npos) << bad.status();
+}
+
+}  // namespace
+}  // namespace testbed::calibrated
