@@ -13,6 +13,10 @@ std::vector<ParamSpec> TuningParams() {
   return {
       ParamSpec::Double("efficiency", 1.0).Range(0.01, 1).Doc("share of each link's bandwidth a collective reaches"),
       ParamSpec::Double("step_latency_us", 0.0).Min(0).Unit("us").Doc("software cost per message step, on top of link latency"),
+      ParamSpec::Int("ring_channels", 1)
+          .Range(0, 64)
+          .Doc("rings a ring collective over several nodes is split into, each leaving the nodes through another "
+               "member's NIC (NCCL's channels); 0: one per member of a node"),
   };
 }
 
@@ -21,6 +25,8 @@ absl::StatusOr<CommTuning> Tuning(const ParamSet& p) {
   TESTBED_ASSIGN_OR_RETURN(t.efficiency, p.Get<double>("efficiency"));
   TESTBED_ASSIGN_OR_RETURN(double us, p.Get<double>("step_latency_us"));
   t.step_latency_s = us * 1e-6;
+  TESTBED_ASSIGN_OR_RETURN(std::int64_t channels, p.Get<std::int64_t>("ring_channels"));
+  t.ring_channels = static_cast<int>(channels);
   return t;
 }
 

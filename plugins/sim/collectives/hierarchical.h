@@ -15,10 +15,6 @@ namespace testbed::collectives {
 [[nodiscard]] CommPlan HierarchicalPlan(CollectiveOp op, const std::vector<DeviceId>& group, double bytes,
                                         const Cluster& cluster, const CommTuning& tuning);
 
-// Runs `parallel` plans at once, phase by phase (each merged phase: the slowest latency and
-// the summed link loads), appending the phases to `into`.
-void MergeParallel(const std::vector<CommPlan>& parallel, CommPlan& into);
-
 // Heterogeneous collectives for groups spanning vendors (H2's clusters): inside each vendor's
 // fabric first, then across vendors, so the cross-vendor links (host-staged or device-direct,
 // Cluster::cross_vendor) carry 1/k of the buffer. Equal vendor counts k: all-reduce =

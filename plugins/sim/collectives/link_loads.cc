@@ -1,6 +1,7 @@
 #include "link_loads.h"
 
 #include <algorithm>
+#include <map>
 
 namespace testbed::collectives {
 
@@ -36,6 +37,24 @@ std::vector<std::vector<DeviceId>> ByVendor(const std::vector<DeviceId>& group, 
     }
   }
   return vendors;
+}
+
+void MergeParallel(const std::vector<CommPlan>& parallel, CommPlan& into) {
+  // Phases run one after another; each inner phase moves on every node (or every rail) at
+  // once, so the plans of the parallel sub-rings are merged phase by phase.
+  size_t phases = 0;
+  for (const auto& p : parallel) phases = std::max(phases, p.phases.size());
+  for (size_t i = 0; i < phases; ++i) {
+    CommPhase merged;
+    std::map<LinkId, double> loads;
+    for (const auto& p : parallel) {
+      if (i >= p.phases.size()) continue;
+      merged.latency_s = std::max(merged.latency_s, p.phases[i].latency_s);
+      for (const auto& [l, b] : p.phases[i].link_bytes) loads[l] += b;
+    }
+    merged.link_bytes.assign(loads.begin(), loads.end());
+    into.phases.push_back(std::move(merged));
+  }
 }
 
 std::vector<std::vector<DeviceId>> ByNode(const std::vector<DeviceId>& group, const Cluster& cluster) {

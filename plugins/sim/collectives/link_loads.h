@@ -15,6 +15,10 @@ namespace testbed::collectives {
 struct CommTuning {
   double efficiency = 1.0;
   double step_latency_s = 0.0;
+  // Rings a multi-node ring collective is split into (NCCL's channels), each entering the
+  // nodes at another member so that each leaves a node through another NIC: 1 = one ring;
+  // 0 = one per member of a node.
+  int ring_channels = 1;
 };
 
 class PhaseBuilder {
@@ -41,6 +45,10 @@ class PhaseBuilder {
 
 // Ranks of `group` by vendor (DeviceSpec::vendor), in group order: the members of each.
 [[nodiscard]] std::vector<std::vector<DeviceId>> ByVendor(const std::vector<DeviceId>& group, const Cluster& cluster);
+
+// Runs `parallel` plans at once, phase by phase (each merged phase: the slowest latency and
+// the summed link loads), appending the phases to `into`.
+void MergeParallel(const std::vector<CommPlan>& parallel, CommPlan& into);
 
 // Ranks of `group` by node, in group order: the members of each node.
 [[nodiscard]] std::vector<std::vector<DeviceId>> ByNode(const std::vector<DeviceId>& group, const Cluster& cluster);

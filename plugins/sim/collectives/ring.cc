@@ -1,5 +1,8 @@
 #include "ring.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 
 namespace testbed::collectives {
@@ -15,12 +18,49 @@ absl::Status CheckArgs(const std::vector<DeviceId>& group, std::int64_t bytes, c
   return absl::OkStatus();
 }
 
+namespace {
+
+// NCCL's channels on a group spanning nodes with the same number k > 1 of members on each:
+// c rings, each carrying bytes / c, ring j visiting every node's members rotated by j * k / c,
+// so that ring j leaves each node from another member (and its NIC). nullopt where it does
+// not apply (one channel, one node, uneven nodes, other ops).
+std::optional<CommPlan> ChannelRings(CollectiveOp op, const std::vector<DeviceId>& group, double bytes,
+                                     const Cluster& cluster, const CommTuning& tuning) {
+  const bool ring_op = op == CollectiveOp::kAllReduce || op == CollectiveOp::kAllGather ||
+                       op == CollectiveOp::kReduceScatter;
+  if (tuning.ring_channels == 1 || !ring_op) return std::nullopt;
+  const auto nodes = ByNode(group, cluster);
+  const size_t k = nodes.front().size();
+  bool uniform = nodes.size() > 1 && k > 1;
+  for (const auto& members : nodes) uniform = uniform && members.size() == k;
+  if (!uniform) return std::nullopt;
+  const size_t c = tuning.ring_channels <= 0 ? k : std::min<size_t>(static_cast<size_t>(tuning.ring_channels), k);
+  CommTuning one = tuning;
+  one.ring_channels = 1;
+  std::vector<CommPlan> rings;
+  for (size_t j = 0; j < c; ++j) {
+    std::vector<DeviceId> order;
+    const size_t shift = j * k / c;
+    for (const auto& members : nodes) {
+      for (size_t i = 0; i < k; ++i) order.push_back(members[(i + shift) % k]);
+    }
+    rings.push_back(RingPlan(op, order, bytes / static_cast<double>(c), cluster, one));
+  }
+  CommPlan plan;
+  plan.algorithm = "ring";
+  MergeParallel(rings, plan);
+  return plan;
+}
+
+}  // namespace
+
 CommPlan RingPlan(CollectiveOp op, const std::vector<DeviceId>& group, double bytes, const Cluster& cluster,
                   const CommTuning& tuning) {
   CommPlan plan;
   plan.algorithm = "ring";
   const int n = static_cast<int>(group.size());
   if (n < 2 || bytes <= 0) return plan;
+  if (auto channels = ChannelRings(op, group, bytes, cluster, tuning)) return *std::move(channels);
   auto ring_phase = [&](double per_hop, int steps, bool chain) {
     PhaseBuilder b(cluster, tuning);
     for (int i = 0; i < n - (chain ? 1 : 0); ++i) {
