@@ -75,13 +75,7 @@ TEST(CollectiveClosedForm, TreeBeatsRingForSmallMessagesOnManyRanks) {
 TEST(CollectiveClosedForm, HierarchicalAllReduceSendsAShardOverTheNetwork) {
   // 4 nodes x 4 devices; NICs 10x slower than the links inside a node. The hierarchical
   // algorithm moves 1/4 of the buffer over the network, a flat ring the whole ring share.
-  NodeType type;
-  type.name = "box";
-  type.devices = 4;
-  type.device.name = "gpu";
-  type.device.peak_flops[Precision::kFp32] = 1e12;
-  type.device.memory_bytes = 1 << 30;
-  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  NodeType type = TestNode("box", 4);
   type.hubs = {"switch"};
   type.nics = {"nic0"};
   const LinkSpec fast{"fast", LinkKind::kNvlink, 100e9, 0};
@@ -118,13 +112,7 @@ TEST(CollectiveClosedForm, AnOversubscribedLeafUplinkBoundsARingAcrossLeaves) {
   // back once (7 -> 0), one flow on each uplink direction. With the uplink slower than the
   // NIC ports it is the ring's bottleneck: 2 * 7/8 * S over the uplink; with a faster one
   // the NIC ports are.
-  NodeType type;
-  type.name = "one";
-  type.devices = 1;
-  type.device.name = "gpu";
-  type.device.peak_flops[Precision::kFp32] = 1e12;
-  type.device.memory_bytes = 1 << 30;
-  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  NodeType type = TestNode("one", 1);
   type.hubs = {"switch"};
   type.nics = {"nic0"};
   const LinkSpec fast{"fast", LinkKind::kPcie, 100e9, 0};

@@ -64,13 +64,7 @@ double BusBw(const Cluster& cluster, int n, double bytes, const Collective& coll
 // channels, each leaving the nodes from another member, carry S/4 each through every NIC:
 // a quarter of the time (the links inside a node carry the rest at 10x the speed).
 TEST(NcclChannels, SplitTheRingOverEveryNic) {
-  NodeType type;
-  type.name = "box";
-  type.devices = 4;
-  type.device.name = "gpu";
-  type.device.peak_flops[Precision::kFp32] = 1e12;
-  type.device.memory_bytes = 1 << 30;
-  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  NodeType type = TestNode("box", 4);
   type.hubs = {"switch"};
   const LinkSpec fast{"fast", LinkKind::kNvlink, 100e9, 0};
   for (int i = 0; i < 4; ++i) {

@@ -147,13 +147,7 @@ TEST(LinkClasses, SplittingByBandwidthUsesBothClassesAtOnce) {
 // rail-optimised DGX node has).
 constexpr double kIbBw = 5e9, kIbLat = 1.5e-6;
 Cluster NodeWithNicPerDevice() {
-  NodeType type;
-  type.name = "rails";
-  type.devices = 2;
-  type.device.name = "gpu";
-  type.device.peak_flops[Precision::kFp32] = 1e12;
-  type.device.memory_bytes = 1 << 30;
-  type.device.memory_bandwidth_bytes_per_s = 1e12;
+  NodeType type = TestNode("rails", 2);
   const LinkSpec pcie{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat};
   type.links = {{"gpu0", "gpu1", LinkSpec{"bridge", LinkKind::kNvlink, kNvBw, kNvLat}},
                 {"gpu0", "nic0", pcie},

@@ -18,14 +18,19 @@ absl::StatusOr<double> SpeedDeviceModel::ComputeLayerTime(const LayerWork& w, co
   return w.phase == Phase::kBackward ? 2 * t : t;
 }
 
-Cluster BridgedPairs(const BridgedPairsSpec& spec) {
+NodeType TestNode(const std::string& name, int devices) {
   NodeType type;
-  type.name = "pairs";
-  type.devices = 2 * spec.pairs;
+  type.name = name;
+  type.devices = devices;
   type.device.name = "gpu";
   type.device.peak_flops[Precision::kFp32] = 1e12;
   type.device.memory_bytes = 1 << 30;
   type.device.memory_bandwidth_bytes_per_s = 1e12;
+  return type;
+}
+
+Cluster BridgedPairs(const BridgedPairsSpec& spec) {
+  NodeType type = TestNode("pairs", 2 * spec.pairs);
   type.hubs = {"cpu0"};
   const LinkSpec pcie{"pcie", LinkKind::kPcie, spec.pcie_bw, spec.pcie_lat};
   const LinkSpec nvlink{"bridge", LinkKind::kNvlink, spec.nvlink_bw, spec.nvlink_lat};

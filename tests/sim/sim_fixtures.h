@@ -45,6 +45,9 @@ class SpeedDeviceModel final : public DeviceModel {
   std::map<std::string, double> speed_;
 };
 
+// A node type named `name` of `devices` plain test devices (1 TFLOP/s FP32, 1 GiB at 1 TB/s),
+// without links: the tests add their own.
+[[nodiscard]] NodeType TestNode(const std::string& name, int devices);
 // `devices` devices per node, each joined to one switch by a link of `bandwidth` bytes/s and
 // `link_latency_s` per direction (so device-to-device: two links, twice the latency).
 [[nodiscard]] Cluster StarCluster(int devices, double bandwidth, double link_latency_s, double memory_gib = 80,
