@@ -17,6 +17,7 @@ struct Builder {
     k.precision = arith;
     out.push_back(k);
   }
+  Kernel& LastKernel() { return out.back(); }
   // C[m x n] = A[m x k] B[k x n]; backward adds dA = dC B^T and dB = A^T dC (B a weight
   // matrix when `weights`).
   void Gemm(const char* name, double m, double n, double k, KernelKind kind = KernelKind::kGemm, double batch = 1,
@@ -90,11 +91,13 @@ std::vector<Kernel> LayerKernels(const LayerWork& work) {
         const double qkvo = b.elem * tokens * (2 * h + 2 * kv_h) / t;
         b.Memory("layernorm", sp_tokens * h, 2);
         b.Linear("qkv", tokens, (h + 2 * kv_h) / t, h);
+        const double scores = (l.causal ? 0.5 : 1.0) * samples * heads * s * s;
         if (!b.backward) {
           b.Push(Kernel{"flash_attention", KernelKind::kBatchedGemm, core_flops, qkvo});
         } else {
           b.Push(Kernel{"flash_attention_backward", KernelKind::kBatchedGemm, 2.5 * core_flops, 2 * qkvo});
         }
+        b.LastKernel().special_ops = scores;
         b.Linear("projection", tokens, h, h / t);
         b.Memory("bias_dropout_residual", sp_tokens * h, 4);
         break;

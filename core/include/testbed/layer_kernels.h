@@ -28,6 +28,11 @@ struct Kernel {
   Precision precision = Precision::kFp16;
   // A backward GEMM forming a weight's gradient (not needed by the layers before).
   bool weight_gradient = false;
+  // Special-function operations (the softmax's exponentials) of a fused attention kernel:
+  // one per attention score, forward and backward (which recomputes them). On Hopper they
+  // run on units some 250x slower than the tensor cores and bound FlashAttention besides its
+  // GEMMs (Shah et al. 2024, FlashAttention-3); device models may cost them. 0 elsewhere.
+  double special_ops = 0;
 };
 
 // Kernels of `work` (forward, backward or recompute). Backward of a GEMM is two GEMMs
