@@ -69,7 +69,7 @@ absl::Status RegisterKernels(Registry& r) {
               .Unit("GB/s")
               .Doc("its memory bandwidth (datasheet)"),
           ParamSpec::String("flash_impl", "fa3")
-              .Doc("FlashAttention implementation whose rows are fitted: fa3 (FlashAttention-3) or triton_fa2"),
+              .Doc("FlashAttention implementation whose rows are fitted: fa3 (FlashAttention-3) or fa2 (FlashAttention-2)"),
           ParamSpec::Double("memory_efficiency", 0.8)
               .Range(1e-3, 1.0)
               .Doc("fraction of the memory bandwidth memory-bound kernels reach (given, not fitted)"),

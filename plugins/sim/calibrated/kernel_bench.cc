@@ -21,6 +21,7 @@ const char* BenchKindName(BenchKind kind) noexcept {
   switch (kind) {
     case BenchKind::kGemm: return "gemm";
     case BenchKind::kFlashForward: return "flash_forward";
+    case BenchKind::kFlashBackward: return "flash_backward";
   }
   return "?";
 }
@@ -29,7 +30,14 @@ double KernelBenchRow::Flops() const noexcept {
   const double bb = static_cast<double>(b), mm = static_cast<double>(m), nn = static_cast<double>(n);
   const double kk = static_cast<double>(k);
   if (kind == BenchKind::kGemm) return 2.0 * bb * mm * nn * kk;
-  return (causal ? 2.0 : 4.0) * bb * mm * nn * nn * kk;
+  const double forward = (causal ? 2.0 : 4.0) * bb * mm * nn * nn * kk;
+  return kind == BenchKind::kFlashBackward ? 2.5 * forward : forward;
+}
+
+double KernelBenchRow::SpecialOps() const noexcept {
+  if (kind == BenchKind::kGemm) return 0.0;
+  return (causal ? 0.5 : 1.0) * static_cast<double>(b) * static_cast<double>(m) * static_cast<double>(n) *
+         static_cast<double>(n);
 }
 
 double KernelBenchRow::Bytes() const noexcept {
@@ -40,7 +48,7 @@ double KernelBenchRow::Bytes() const noexcept {
     const double out = precision == Precision::kFp8 ? 2.0 : in;
     return bb * (in * (mm * kk + kk * nn) + out * mm * nn);
   }
-  return in * 4.0 * bb * mm * nn * kk;
+  return in * (kind == BenchKind::kFlashBackward ? 8.0 : 4.0) * bb * mm * nn * kk;
 }
 
 absl::StatusOr<std::vector<KernelBenchRow>> ParseKernelBench(absl::string_view text, absl::string_view source) {
@@ -78,9 +86,11 @@ absl::StatusOr<std::vector<KernelBenchRow>> ParseKernelBench(absl::string_view t
       r.kind = BenchKind::kGemm;
     } else if (kind == "flash_forward") {
       r.kind = BenchKind::kFlashForward;
+    } else if (kind == "flash_backward") {
+      r.kind = BenchKind::kFlashBackward;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where("kind"), "'", std::string(kind), "' is not a kernel kind (expected gemm or flash_forward)"));
+      return absl::InvalidArgumentError(absl::StrCat(where("kind"), "'", std::string(kind),
+                                                     "' is not a kernel kind (expected gemm, flash_forward or flash_backward)"));
     }
     r.impl = std::string(cell("impl"));
     r.source = std::string(cell("source"));

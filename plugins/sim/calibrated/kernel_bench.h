@@ -1,6 +1,6 @@
 // Published kernel benchmarks of one device, the data the `calibrated.kernels` device model
-// is fitted on: dense GEMM throughput by shape and precision, and FlashAttention forward
-// throughput by sequence length and head size, in the CSV layout of
+// is fitted on: dense GEMM throughput by shape and precision, and FlashAttention forward and
+// backward throughput by sequence length and head size, in the CSV layout of
 // data/calibration/h100_sxm_kernels.csv (one row per measured kernel).
 #pragma once
 
@@ -16,7 +16,8 @@ namespace testbed::calibrated {
 
 enum class BenchKind : std::uint8_t {
   kGemm,          // b independent products of (m x k) by (k x n)
-  kFlashForward,  // FlashAttention forward: batch b, m heads, sequence n, head size k
+  kFlashForward,   // FlashAttention forward: batch b, m heads, sequence n, head size k
+  kFlashBackward,  // its backward, same sizes
 };
 [[nodiscard]] const char* BenchKindName(BenchKind kind) noexcept;
 
@@ -31,18 +32,22 @@ struct KernelBenchRow {
   std::string source;                       // key of the source in the data README
   int line = 0;                             // line in the CSV, for messages
 
-  // FLOPs of the kernel: GEMM 2 b m n k; attention forward 4 b h s^2 d, half when causal
-  // (FlashAttention's own convention, which its published TFLOP/s use).
+  // FLOPs of the kernel: GEMM 2 b m n k; attention forward 4 b h s^2 d, half when causal,
+  // backward 2.5 times the forward (FlashAttention's own conventions, which its published
+  // TFLOP/s use).
   [[nodiscard]] double Flops() const noexcept;
   // Bytes through device memory: a GEMM reads both operands once and writes its result
-  // (BF16 result for FP8 operands); attention reads Q, K and V and writes O.
+  // (BF16 result for FP8 operands); attention forward reads Q, K and V and writes O, its
+  // backward reads Q, K, V, O and dO and writes dQ, dK and dV.
   [[nodiscard]] double Bytes() const noexcept;
+  // Exponentials of an attention kernel, one per score (b h s^2, half when causal); 0 for GEMMs.
+  [[nodiscard]] double SpecialOps() const noexcept;
   // The measured time, seconds.
   [[nodiscard]] double MeasuredSeconds() const noexcept { return Flops() / (measured_tflops * 1e12); }
 };
 
 // Parses the CSV text: header kind,impl,precision,b,m,n,k,causal,measured_tflops,source (any
-// order). `source` names the text in errors ("file.csv:12: column 'm': ...").
+// order; kind gemm, flash_forward or flash_backward). `source` names the text in errors ("file.csv:12: column 'm': ...").
 // Errors: InvalidArgument for a missing column, an unknown kind or precision, a size below 1,
 // a throughput that is not a positive number.
 [[nodiscard]] absl::StatusOr<std::vector<KernelBenchRow>> ParseKernelBench(absl::string_view text,

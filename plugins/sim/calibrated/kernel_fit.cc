@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "nnls.h"
@@ -10,28 +11,41 @@
 namespace testbed::calibrated {
 namespace {
 
-bool Used(const KernelFitSetup& setup, const KernelBenchRow& r) { return !setup.use || setup.use(r); }
+constexpr std::size_t kTerms = 4;  // compute, special, traffic, overhead
+using Features = std::array<double, kTerms>;
 
-// Features of a row on the setup's device: FLOPs / peak, bytes / bandwidth, 1.
-std::array<double, 3> Features(const KernelFitSetup& setup, const KernelBenchRow& r) {
-  return {r.Flops() / setup.Peak(r.precision), r.Bytes() / setup.bandwidth_bytes_per_s, 1.0};
-}
+// The rows of one class: their features on the setup's device and measured seconds.
+struct ClassRows {
+  std::vector<Features> x;
+  std::vector<double> t;
+  std::set<std::int64_t> head_sizes;
+
+  void Add(const KernelFitSetup& setup, const KernelBenchRow& r) {
+    const double peak = setup.Peak(r.precision);
+    x.push_back({r.Flops() / peak, r.SpecialOps() / peak, r.Bytes() / setup.bandwidth_bytes_per_s, 1.0});
+    t.push_back(r.MeasuredSeconds());
+    if (r.kind != BenchKind::kGemm) head_sizes.insert(r.k);
+  }
+  // The largest fraction of the peak a row reaches.
+  [[nodiscard]] double BestFraction() const {
+    double best = 0;
+    for (std::size_t i = 0; i < t.size(); ++i) best = std::max(best, x[i][0] / t[i]);
+    return std::min(best, 1.0);
+  }
+};
 
 // min sum ((sum_j c_j f_ij) / t_i - 1)^2 over the terms in `fit` (others fixed at `fixed`),
-// c_0 >= `min_compute`, the rest >= 0. Columns are scaled to unit norm.
-template <std::size_t N>
-absl::StatusOr<std::array<double, N>> FitRelative(const std::vector<std::array<double, N>>& x,
-                                                  const std::vector<double>& t, const std::array<bool, N>& fit,
-                                                  const std::array<double, N>& fixed, double min_compute) {
-  const auto rows = static_cast<Eigen::Index>(t.size());
-  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(rows, static_cast<Eigen::Index>(N));
-  Eigen::VectorXd b(rows);
-  std::array<double, N> lower{};
-  lower[0] = min_compute;
-  for (Eigen::Index i = 0; i < rows; ++i) {
+// c_compute >= 1 (an efficiency of at most 1), the rest >= 0. Columns are scaled to unit norm.
+absl::StatusOr<KernelTerms> FitRelative(const ClassRows& rows, const std::array<bool, kTerms>& fit,
+                                        const Features& fixed) {
+  const auto n = static_cast<Eigen::Index>(rows.t.size());
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n, static_cast<Eigen::Index>(kTerms));
+  Eigen::VectorXd b(n);
+  const Features lower = {1.0, 0.0, 0.0, 0.0};
+  for (Eigen::Index i = 0; i < n; ++i) {
     double rest = 1.0;
-    for (std::size_t j = 0; j < N; ++j) {
-      const double v = x[static_cast<std::size_t>(i)][j] / t[static_cast<std::size_t>(i)];
+    for (std::size_t j = 0; j < kTerms; ++j) {
+      const double v = rows.x[static_cast<std::size_t>(i)][j] / rows.t[static_cast<std::size_t>(i)];
       if (fit[j]) {
         a(i, static_cast<Eigen::Index>(j)) = v;
         rest -= lower[j] * v;
@@ -41,44 +55,49 @@ absl::StatusOr<std::array<double, N>> FitRelative(const std::vector<std::array<d
     }
     b[i] = rest;
   }
-  std::array<double, N> scale{};
-  for (std::size_t j = 0; j < N; ++j) {
+  Features scale{};
+  for (std::size_t j = 0; j < kTerms; ++j) {
     const double norm = a.col(static_cast<Eigen::Index>(j)).norm();
     scale[j] = norm > 0 ? norm : 1.0;
     a.col(static_cast<Eigen::Index>(j)) /= scale[j];
   }
   auto d = SolveNnls(a, b);
   if (!d.ok()) return d.status();
-  std::array<double, N> c{};
-  for (std::size_t j = 0; j < N; ++j) {
+  Features c{};
+  for (std::size_t j = 0; j < kTerms; ++j) {
     c[j] = fit[j] ? lower[j] + (*d)[static_cast<Eigen::Index>(j)] / scale[j] : fixed[j];
   }
-  return c;
+  return KernelTerms{c[0], c[1], c[2], c[3], rows.BestFraction()};
 }
 
-// A class's ceiling: the largest fraction of the peak its measurements reach.
-double BestFraction(const std::vector<std::array<double, 3>>& x, const std::vector<double>& t) {
-  double best = 0;
-  for (std::size_t i = 0; i < t.size(); ++i) best = std::max(best, x[i][0] / t[i]);
-  return std::min(best, 1.0);
-}
-
-absl::Status TooFew(const char* what, std::size_t have, int need) {
+absl::Status TooFew(const std::string& what, std::size_t have, int need) {
   return absl::FailedPreconditionError(
       absl::StrCat("calibrated.kernels: ", have, " ", what, " rows, at least ", need, " are needed to fit them"));
 }
 
+// A FlashAttention class: compute and traffic, and the special term where head sizes differ.
+absl::StatusOr<KernelTerms> FitFlash(const ClassRows& rows, const std::string& what, double overhead_s,
+                                     bool fit_special) {
+  const bool special = fit_special && rows.head_sizes.size() > 1;
+  const int need = special ? 3 : 2;
+  if (static_cast<int>(rows.t.size()) < need) return TooFew(what, rows.t.size(), need);
+  return FitRelative(rows, {true, special, true, false}, {1.0, 0.0, 0.0, overhead_s});
+}
+
 }  // namespace
 
-double KernelFit::Predict(const KernelBenchRow& row) const noexcept {
-  const double peak = setup.Peak(row.precision), bw = setup.bandwidth_bytes_per_s;
-  if (row.kind == BenchKind::kFlashForward) return flash_forward.Time(row.Flops(), peak, row.Bytes(), bw);
-  KernelTerms terms = gemm;
-  if (row.precision == Precision::kFp8) {
-    terms.compute = gemm_fp8_compute;
-    terms.ceiling = gemm_fp8_ceiling;
+const KernelTerms& KernelFit::For(BenchKind kind, Precision precision) const noexcept {
+  switch (kind) {
+    case BenchKind::kFlashForward: return flash_forward;
+    case BenchKind::kFlashBackward: return flash_backward;
+    case BenchKind::kGemm: break;
   }
-  return terms.Time(row.Flops(), peak, row.Bytes(), bw);
+  return precision == Precision::kFp8 ? gemm_fp8 : gemm;
+}
+
+double KernelFit::Predict(const KernelBenchRow& row) const noexcept {
+  return For(row.kind, row.precision)
+      .Time(row.Flops(), row.SpecialOps(), setup.Peak(row.precision), row.Bytes(), setup.bandwidth_bytes_per_s);
 }
 
 absl::StatusOr<KernelFit> FitKernels(const std::vector<KernelBenchRow>& rows, const KernelFitSetup& setup) {
@@ -88,38 +107,36 @@ absl::StatusOr<KernelFit> FitKernels(const std::vector<KernelBenchRow>& rows, co
   }
   KernelFit fit;
   fit.setup = setup;
-  std::vector<std::array<double, 3>> gemm_x, fp8_x, flash_x;
-  std::vector<double> gemm_t, fp8_t, flash_t;
+  ClassRows gemm, fp8, forward, backward;
   for (const KernelBenchRow& r : rows) {
-    if (!Used(setup, r)) continue;
-    if (r.kind == BenchKind::kGemm && r.precision == Precision::kFp8) {
-      fp8_x.push_back(Features(setup, r));
-      fp8_t.push_back(r.MeasuredSeconds());
-    } else if (r.kind == BenchKind::kGemm) {
-      gemm_x.push_back(Features(setup, r));
-      gemm_t.push_back(r.MeasuredSeconds());
+    if (setup.use && !setup.use(r)) continue;
+    if (r.kind == BenchKind::kGemm) {
+      (r.precision == Precision::kFp8 ? fp8 : gemm).Add(setup, r);
     } else if (r.impl == setup.flash_impl) {
-      flash_x.push_back(Features(setup, r));
-      flash_t.push_back(r.MeasuredSeconds());
+      (r.kind == BenchKind::kFlashForward ? forward : backward).Add(setup, r);
     }
   }
-  fit.gemm_rows = static_cast<int>(gemm_t.size());
-  fit.gemm_fp8_rows = static_cast<int>(fp8_t.size());
-  fit.flash_rows = static_cast<int>(flash_t.size());
-  if (gemm_t.size() < 3) return TooFew("BF16/FP16 GEMM", gemm_t.size(), 3);
-  if (fp8_t.empty()) return TooFew("FP8 GEMM", 0, 1);
-  if (flash_t.size() < 2) return TooFew(absl::StrCat("FlashAttention (", setup.flash_impl, ")").c_str(), flash_t.size(), 2);
+  fit.gemm_rows = static_cast<int>(gemm.t.size());
+  fit.gemm_fp8_rows = static_cast<int>(fp8.t.size());
+  fit.flash_forward_rows = static_cast<int>(forward.t.size());
+  fit.flash_backward_rows = static_cast<int>(backward.t.size());
+  if (gemm.t.size() < 3) return TooFew("BF16/FP16 GEMM", gemm.t.size(), 3);
+  if (fp8.t.empty()) return TooFew("FP8 GEMM", 0, 1);
 
-  auto g = FitRelative<3>(gemm_x, gemm_t, {true, true, true}, {}, 1.0);
+  auto g = FitRelative(gemm, {true, false, true, true}, {});
   if (!g.ok()) return g.status();
-  fit.gemm = KernelTerms{(*g)[0], (*g)[1], (*g)[2], BestFraction(gemm_x, gemm_t)};
-  auto f8 = FitRelative<3>(fp8_x, fp8_t, {true, false, false}, {1.0, fit.gemm.traffic, fit.gemm.overhead_s}, 1.0);
+  fit.gemm = *g;
+  auto f8 = FitRelative(fp8, {true, false, false, false}, {1.0, 0.0, fit.gemm.traffic, fit.gemm.overhead_s});
   if (!f8.ok()) return f8.status();
-  fit.gemm_fp8_compute = (*f8)[0];
-  fit.gemm_fp8_ceiling = BestFraction(fp8_x, fp8_t);
-  auto fa = FitRelative<3>(flash_x, flash_t, {true, true, false}, {1.0, 0.0, fit.gemm.overhead_s}, 1.0);
-  if (!fa.ok()) return fa.status();
-  fit.flash_forward = KernelTerms{(*fa)[0], (*fa)[1], (*fa)[2], BestFraction(flash_x, flash_t)};
+  fit.gemm_fp8 = *f8;
+  auto fwd = FitFlash(forward, absl::StrCat("FlashAttention forward (", setup.flash_impl, ")"), fit.gemm.overhead_s,
+                      setup.fit_special);
+  if (!fwd.ok()) return fwd.status();
+  fit.flash_forward = *fwd;
+  auto bwd = FitFlash(backward, absl::StrCat("FlashAttention backward (", setup.flash_impl, ")"), fit.gemm.overhead_s,
+                      setup.fit_special);
+  if (!bwd.ok()) return bwd.status();
+  fit.flash_backward = *bwd;
   return fit;
 }
 

@@ -12,10 +12,7 @@ namespace {
 
 constexpr const char* kName = "calibrated.kernels";
 
-bool IsFlash(const Kernel& k) {
-  const std::string_view name = k.name == nullptr ? std::string_view() : std::string_view(k.name);
-  return name.substr(0, 15) == "flash_attention";
-}
+std::string_view NameOf(const Kernel& k) { return k.name == nullptr ? std::string_view() : std::string_view(k.name); }
 
 }  // namespace
 
@@ -26,16 +23,13 @@ absl::StatusOr<double> KernelCalibratedModel::Time(const Kernel& k, const Device
     case KernelKind::kMemory:
       return k.bytes / (bw * options_.memory_efficiency) + fit_.gemm.overhead_s;
     case KernelKind::kBatchedGemm:
-      if (IsFlash(k)) return fit_.flash_forward.Time(k.flops, peak, k.bytes, bw);
-      [[fallthrough]];
-    case KernelKind::kGemm: {
-      KernelTerms terms = fit_.gemm;
-      if (k.precision == Precision::kFp8) {
-        terms.compute = fit_.gemm_fp8_compute;
-        terms.ceiling = fit_.gemm_fp8_ceiling;
+      if (NameOf(k) == "flash_attention") return fit_.flash_forward.Time(k.flops, k.special_ops, peak, k.bytes, bw);
+      if (NameOf(k) == "flash_attention_backward") {
+        return fit_.flash_backward.Time(k.flops, k.special_ops, peak, k.bytes, bw);
       }
-      return terms.Time(k.flops, peak, k.bytes, bw);
-    }
+      [[fallthrough]];
+    case KernelKind::kGemm:
+      return fit_.For(BenchKind::kGemm, k.precision).Time(k.flops, 0.0, peak, k.bytes, bw);
   }
   return absl::InternalError(absl::StrCat(kName, ": kernel '", k.name, "' of an unknown kind"));
 }
@@ -70,9 +64,8 @@ absl::StatusOr<double> KernelCalibratedModel::KernelTime(double flops, double by
   }
   if (absl::Status st = CheckDeviceFor(device, precision, flops > 0, kName); !st.ok()) return st;
   const double bw = device.memory_bandwidth_bytes_per_s;
-  const bool fp8 = precision == Precision::kFp8;
-  const double efficiency = std::min(1 / (fp8 ? fit_.gemm_fp8_compute : fit_.gemm.compute),
-                                     fp8 ? fit_.gemm_fp8_ceiling : fit_.gemm.ceiling);
+  const KernelTerms& gemm = fit_.For(BenchKind::kGemm, precision);
+  const double efficiency = std::min(1 / gemm.compute, gemm.ceiling);
   const double compute = flops > 0 ? flops / (device.PeakFlops(precision) * efficiency) : 0.0;
   return std::max(compute, bytes / (bw * options_.memory_efficiency)) + fit_.gemm.overhead_s;
 }

@@ -3,8 +3,7 @@
 // kernel benchmarks of the device (kernel_fit.h):
 //   - GEMMs (and the unfused per-head attention products): the GEMM fit, FP8 GEMMs with
 //     their own compute efficiency on the FP8 peak;
-//   - FlashAttention forward: the FlashAttention fit; its backward (2.5x the FLOPs, twice
-//     the bytes) with the same coefficients, for want of a published backward sweep;
+//   - FlashAttention forward and backward: their own fits (GEMM FLOPs, exponentials, bytes);
 //   - memory-bound kernels: bytes / (bandwidth x memory_efficiency), a given efficiency;
 // plus the GEMM fit's fixed time per kernel. Efficiencies are relative to the peak and
 // bandwidth of the device asked about, so the H100 fit prices an H200 by its faster memory.
