@@ -15,7 +15,8 @@ namespace {
 
 constexpr double kBw = 400e9, kLinkLat = 936.25e-9;
 
-double Simulate(const ModelGraph& model, int devices, std::int64_t bucket_bytes, bool overlap) {
+double Simulate(const ModelGraph& model, int devices, std::int64_t bucket_bytes, bool overlap,
+                double comm_compute_slowdown = 0) {
   const Cluster cluster = StarCluster(devices, kBw, kLinkLat);
   GridSpec g;
   g.dp = devices;
@@ -32,7 +33,9 @@ double Simulate(const ModelGraph& model, int devices, std::int64_t bucket_bytes,
   o.dp_overlap = overlap;
   auto s = ExpandPipeline(ctx, OneFOneBProgram(1, 1), o);
   EXPECT_TRUE(s.ok()) << s.status();
-  auto r = testbed::Simulate(*s, SimInputs{model, cluster, dm, ring}, SimOptions{});
+  SimOptions opt;
+  opt.comm_compute_slowdown = comm_compute_slowdown;
+  auto r = testbed::Simulate(*s, SimInputs{model, cluster, dm, ring}, opt);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? r->iteration_time_s : -1;
 }
@@ -74,6 +77,46 @@ TEST(GradientOverlap, MeasuredLayersAreCostedAsGiven) {
   const ConstantDeviceModel dm(1.0);
   LayerWork w{&model.layers[0], Phase::kBackward, 4, 1, false, Precision::kFp16, 0.5};
   EXPECT_DOUBLE_EQ(*dm.LayerTime(w, DeviceSpec{}), 2.4e-3);
+}
+
+}  // namespace
+}  // namespace testbed::testing
+
+namespace testbed::testing {
+namespace {
+
+// Communication slows the compute it overlaps (SimOptions::comm_compute_slowdown = s): each
+// of the n - 1 backwards that runs beside an all-reduce of a <= b spends a at 1 - s of its
+// speed, so it takes b + s a; the last all-reduce is exposed as before:
+// T = n (f + b) + a + (n - 1) s a. Forwards overlap nothing and keep their time.
+TEST(CommComputeContention, OverlappedBackwardsSlowDownByTheSharedTime) {
+  const int n = 6, devices = 8;
+  const double f = 2e-3, b = 4e-3;
+  const std::int64_t params = 64 << 20;
+  const double a = Ring(devices, 2.0 * static_cast<double>(params));
+  ASSERT_LT(a, b);
+  const ModelGraph model = MeasuredLayers(n, f, b, params);
+  for (double s : {0.1, 0.25, 0.5}) {
+    EXPECT_NEAR(Simulate(model, devices, 2 * params, true, s), n * (f + b) + a + (n - 1) * s * a, 1e-12) << s;
+  }
+  // Without overlap the all-reduces run after the backward and slow nothing.
+  EXPECT_NEAR(Simulate(model, devices, 2 * params, false, 0.25), n * (f + b) + n * a, 1e-12);
+}
+
+TEST(CommComputeContention, RefusesASlowdownOutsideItsRange) {
+  const Cluster cluster = StarCluster(2, kBw, kLinkLat);
+  const ModelGraph model = MeasuredLayers(1, 1e-3, 2e-3, 1 << 20);
+  const ConstantDeviceModel dm(0);
+  const collectives::Ring ring(collectives::CommTuning{});
+  Schedule s(2);
+  SimOptions opt;
+  opt.comm_compute_slowdown = 1.0;
+  auto r = testbed::Simulate(s, SimInputs{model, cluster, dm, ring}, opt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("comm_compute_slowdown"), std::string::npos) << r.status();
+  opt.comm_compute_slowdown = 0.2;
+  opt.shared_cores = 2;
+  EXPECT_FALSE(testbed::Simulate(s, SimInputs{model, cluster, dm, ring}, opt).ok());
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
 
   SimOptions opt;
   opt.free_communication = settings.free_communication;
+  opt.comm_compute_slowdown = settings.comm_compute_slowdown;
   opt.rate_updates = settings.rate_updates;
   opt.cancelled = settings.cancelled;
   opt.record_timeline = with_tables && (settings.timeline == "on" ||
@@ -91,6 +92,10 @@ const BackendInfo& SimBackend::Info() {
         ParamSpec::Double("memory_reserve_gib", 0.0).Min(0).Unit("GiB").Doc("memory per device not available to training (runtime, fragmentation)"),
         ParamSpec::Bool("check_schedule", true).Doc("check the schedule for deadlock before simulating"),
         ParamSpec::Bool("free_communication", false).Doc("communication takes no time (for closed-form checks)"),
+        ParamSpec::Double("comm_compute_slowdown", 0.0)
+            .Range(0, 0.95)
+            .Doc("share of a device's compute speed lost while communication involving it runs (the SMs and memory "
+                 "bandwidth NCCL's kernels take from overlapped GEMMs); 0: overlap is free"),
         ParamSpec::Choice("rate_updates", "incremental", {"incremental", "full"})
             .Doc("how transfer rates follow a start or stop: only the changed links (incremental) or every link of every affected transfer (full, the former engine); identical results"),
         ParamSpec::Int("timeline_max_tasks", 200000).Range(0, 2147483647).Unit("tasks").Doc("largest schedule whose timeline is kept when timeline = auto"),
@@ -131,6 +136,7 @@ absl::StatusOr<std::unique_ptr<SimRun>> PrepareSimRun(const ResolvedRun& run, co
   settings.memory_reserve_bytes = read_sim.Get<double>("memory_reserve_gib") * kGiB;
   settings.check_schedule = read_sim.Get<bool>("check_schedule");
   settings.free_communication = read_sim.Get<bool>("free_communication");
+  settings.comm_compute_slowdown = read_sim.Get<double>("comm_compute_slowdown");
   settings.cancelled = control.cancelled;
   settings.rate_updates =
       read_sim.Get<std::string>("rate_updates") == "full" ? RateUpdates::kFull : RateUpdates::kIncremental;

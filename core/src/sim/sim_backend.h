@@ -25,6 +25,7 @@ struct SimSettings {
   double memory_reserve_bytes = 0;
   bool check_schedule = true;
   bool free_communication = false;
+  double comm_compute_slowdown = 0;  // SimOptions::comm_compute_slowdown
   RateUpdates rate_updates = RateUpdates::kIncremental;
   std::function<bool()> cancelled;  // the run's RunControl::cancelled
   std::int64_t timeline_max_tasks = 200000;

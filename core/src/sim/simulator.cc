@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/comm_contention.h"
 #include "sim/device_ledger.h"
 #include "sim/link_sharing.h"
 #include "sim/task_costs.h"
@@ -141,6 +142,7 @@ class Engine {
       work_left_.assign(n, 0.0);
       share_version_.assign(n, 0);
     }
+    contention_.Reset(devices, n, opt_.comm_compute_slowdown);
     return absl::OkStatus();
   }
 
@@ -188,12 +190,22 @@ class Engine {
       RescheduleSharing();
       return;
     }
-    Push(now_ + duration_[i], EventKind::kTaskDone, t);
+    Push(contention_.StartCompute(t, DevicesOf(t), duration_[i], now_), EventKind::kTaskDone, t,
+         contention_.version(t));
   }
 
   [[nodiscard]] bool Superseded(const Event& e) const {
     if (e.kind == EventKind::kPhaseDone) return flows_.act(e.id).version != e.version;
-    return opt_.shared_cores > 0 && IsCompute(e.id) && e.version != share_version_[static_cast<size_t>(e.id)];
+    if (!IsCompute(e.id)) return false;
+    if (opt_.shared_cores > 0) return e.version != share_version_[static_cast<size_t>(e.id)];
+    return !contention_.Current(e.id, e.version);
+  }
+
+  // Communication starting (+1) or ending (-1) on `d` moves the finish of the compute it slows.
+  void CommOn(DeviceId d, int delta) {
+    contention_.CommChanged(d, delta, now_, [this](TaskId t, double finish, std::uint32_t version) {
+      Push(finish, EventKind::kTaskDone, t, version);
+    });
   }
 
   [[nodiscard]] bool IsCompute(TaskId t) const {
@@ -235,7 +247,10 @@ class Engine {
   }
 
   void StartComm(TaskId task, TaskId partner) {
-    ForDevices(task, partner, [&](DeviceId d) { ledger_.StartComm(d, now_); });
+    ForDevices(task, partner, [&](DeviceId d) {
+      ledger_.StartComm(d, now_);
+      CommOn(d, +1);
+    });
     const CommPlan* plan = comm_[static_cast<size_t>(task)];
     if (plan == nullptr || plan->phases.empty()) {
       Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
@@ -292,9 +307,13 @@ class Engine {
         threads_busy_ -= static_cast<int>(DevicesOf(t).size());
         RescheduleSharing();
       }
+      contention_.EndCompute(t, DevicesOf(t));
       for (DeviceId dev : DevicesOf(t)) ledger_.EndCompute(task, dev, mem_end_[static_cast<size_t>(t)], now_);
     } else {
-      ForDevices(t, partner, [&](DeviceId d) { ledger_.EndComm(d, now_); });
+      ForDevices(t, partner, [&](DeviceId d) {
+        ledger_.EndComm(d, now_);
+        CommOn(d, -1);
+      });
     }
     Finished(t);
     if (partner >= 0) Finished(partner);
@@ -379,6 +398,7 @@ class Engine {
   std::vector<std::uint32_t> share_version_;
   int threads_busy_ = 0;
   double share_rate_ = 1.0, share_since_ = 0.0;
+  sim::CommContention contention_;
   sim::DeviceLedger ledger_;
   sim::TaskCosts costs_;
 };
@@ -386,6 +406,13 @@ class Engine {
 }  // namespace
 
 absl::StatusOr<SimResult> Simulate(const Schedule& schedule, const SimInputs& inputs, const SimOptions& options) {
+  if (!(options.comm_compute_slowdown >= 0 && options.comm_compute_slowdown < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("comm_compute_slowdown ", options.comm_compute_slowdown,
+                                                   " must be in [0, 1) (the share of compute speed communication takes)"));
+  }
+  if (options.comm_compute_slowdown > 0 && options.shared_cores > 0) {
+    return absl::InvalidArgumentError("comm_compute_slowdown and shared_cores cannot be combined");
+  }
   Engine engine(schedule, inputs, options);
   return engine.Run();
 }

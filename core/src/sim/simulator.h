@@ -41,6 +41,11 @@ struct SimOptions {
   // member), each progresses at min(1, cores / n) of its full speed (processor sharing).
   // 0: every device computes on its own.
   int shared_cores = 0;
+  // In [0, 1): while communication involving a device runs, compute on that device runs at
+  // 1 - this of its speed (NCCL's kernels take SMs and memory bandwidth from the GEMMs they
+  // overlap; sim/comm_contention.h). 0: communication costs compute nothing. Not together
+  // with shared_cores.
+  double comm_compute_slowdown = 0;
   RateUpdates rate_updates = RateUpdates::kIncremental;
   // Polled every 65,536 events (and before the first): true ends the simulation with
   // Cancelled (an interrupted `testbed run`).
