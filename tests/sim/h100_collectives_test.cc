@@ -8,6 +8,8 @@
 //     collectives' `efficiency` = 370 / 450.
 //   - 8 x H100 nodes with 8 x 400 Gb/s RoCE, NCCL 2.19.3: 330 GB/s on one or two nodes, 320 GB/s
 //     on more than two (NVIDIA/nccl issue #1221, 2024): held out, predicted.
+//   - CUDA's p2pBandwidthLatencyTest between two H100 SXM of one node: 380 GB/s one way
+//     (NVIDIA/nccl issue #1264, 2024): held out, predicted.
 // busbw = 2(n-1)/n * S / t, nccl-tests' definition for all-reduce.
 #include <cstdio>
 #include <memory>
@@ -96,6 +98,23 @@ TEST(H100Collectives, OneNodeRingReachesNcclsNvlinkBandwidth) {
   std::printf("DGX H100, 8 GPUs, ring all-reduce of 8 GiB: busbw %.1f GB/s (NCCL: 370; nccl#1221: 330)\n", bw / 1e9);
   EXPECT_NEAR(bw, kNvlinkNccl, 0.01 * kNvlinkNccl);  // the fitted figure
   EXPECT_NEAR(bw, 330e9, 0.15 * 330e9);              // another system's, held out
+}
+
+TEST(H100Collectives, PeerToPeerCopyAgainstPublishedBandwidth) {
+  auto cluster = DgxH100(1);
+  collectives::CommTuning tuning;
+  tuning.efficiency = kEfficiency;
+  const double S = 1.0 * (1 << 30);
+  Schedule s(cluster->num_devices());
+  AddTransfer(s, 0, 1, static_cast<std::int64_t>(S), 0);
+  const ModelGraph model = Gpt(1);
+  ConstantDeviceModel dm(0);
+  const collectives::Ring ring(tuning);
+  auto r = Simulate(s, SimInputs{model, *cluster, dm, ring}, SimOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double bw = S / r->iteration_time_s;
+  std::printf("DGX H100, one GPU to another, 1 GiB: %.1f GB/s (published: 380)\n", bw / 1e9);
+  EXPECT_NEAR(bw, 380e9, 0.05 * 380e9);
 }
 
 TEST(H100Collectives, FourNodesAgainstPublishedBusBandwidth) {
