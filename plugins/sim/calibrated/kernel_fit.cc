@@ -112,7 +112,7 @@ absl::StatusOr<KernelFit> FitKernels(const std::vector<KernelBenchRow>& rows, co
     if (setup.use && !setup.use(r)) continue;
     if (r.kind == BenchKind::kGemm) {
       (r.precision == Precision::kFp8 ? fp8 : gemm).Add(setup, r);
-    } else if (r.impl == setup.flash_impl) {
+    } else if (r.impl == setup.flash_impl && !r.causal) {  // causal rows check the fit, they are not in it
       (r.kind == BenchKind::kFlashForward ? forward : backward).Add(setup, r);
     }
   }

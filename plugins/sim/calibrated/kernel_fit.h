@@ -72,8 +72,9 @@ struct KernelFit {
 };
 
 // Fits each class on its rows: BF16/FP16 GEMMs; FP8 GEMMs (compute only, with the BF16 fit's
-// traffic and overhead); the setup's flash_impl forward and backward rows (with the GEMM
-// overhead; the special term only where the rows span several head sizes, else 0).
+// traffic and overhead); the setup's flash_impl forward and backward rows without a causal
+// mask (with the GEMM overhead; the special term only where the rows span several head
+// sizes, else 0). Causal rows are left out: they check how the fit carries to causal kernels.
 // Errors: InvalidArgument for a setup without positive peaks and bandwidth,
 // FailedPrecondition when a class has fewer rows than coefficients to fit.
 [[nodiscard]] absl::StatusOr<KernelFit> FitKernels(const std::vector<KernelBenchRow>& rows, const KernelFitSetup& setup);

@@ -42,7 +42,7 @@ RowError ErrorOf(const KernelFit& fit, const KernelBenchRow& r) {
 }
 
 bool IsGemmBf16(const KernelBenchRow& r) { return r.kind == BenchKind::kGemm && r.precision != Precision::kFp8; }
-bool IsFa3(const KernelBenchRow& r) { return r.kind == BenchKind::kFlashForward && r.impl == "fa3"; }
+bool IsFa3(const KernelBenchRow& r) { return r.kind == BenchKind::kFlashForward && r.impl == "fa3" && !r.causal; }
 bool IsFa3Backward(const KernelBenchRow& r) { return r.kind == BenchKind::kFlashBackward && r.impl == "fa3"; }
 
 void Print(const char* what, const testing::ErrorStats& s) {
@@ -67,8 +67,10 @@ TEST(KernelBench, EmbeddedFileHasEveryPublishedRow) {
   EXPECT_EQ(xla, 375);  // the full grid b in {1,2,4} x m, n, k in {256, ..., 4096}
   EXPECT_EQ(shapes.size(), 375u);
   EXPECT_EQ(mamf, 2);
-  EXPECT_EQ(fa3, 17);  // the FA3 paper's forward (head 128, 1K-16K) and backward (heads 64 and 128)
-  EXPECT_EQ(fa2, 18);  // the same figures' FlashAttention-2 bars (forward also at 512)
+  // The FA3 paper's forward (heads 64 and 128; head 128 from 1K), causal forward (head 64)
+  // and backward (heads 64 and 128); FlashAttention-2: the same figures' bars (from 512).
+  EXPECT_EQ(fa3, 29);
+  EXPECT_EQ(fa2, 30);
   EXPECT_EQ(fa3_tritonbench, 6);
   EXPECT_EQ(triton_fa2, 6);
 }
@@ -128,7 +130,9 @@ TEST(KernelFit, InSampleError) {
   EXPECT_LT(gl.median_pct, 8.0);
   EXPECT_LT(gl.worst_pct, 20.0);
   EXPECT_LT(f8.worst_pct, 1e-6);  // one row, one coefficient
-  EXPECT_LT(fa.worst_pct, 5.0);
+  EXPECT_LT(fa.worst_pct, 10.0);
+  EXPECT_EQ(fa.rows, 11);
+  EXPECT_GT(fit->flash_forward.special, 0.0);
   EXPECT_EQ(fb.rows, 12);
   EXPECT_LT(fb.median_pct, 3.0);
   EXPECT_LT(fb.worst_pct, 6.0);
@@ -208,7 +212,7 @@ TEST(KernelFit, HeldOutSizes) {
   const auto o = Summarise(other);
   Print("FA3 forward as pytorch/benchmark measured it", o);
   EXPECT_EQ(o.rows, 6);
-  EXPECT_LT(o.worst_pct, 25.0);
+  EXPECT_LT(o.worst_pct, 10.0);
   EXPECT_EQ(fb.rows, 12);
   EXPECT_LT(fb.median_pct, 4.0);
   EXPECT_LT(fb.worst_pct, 12.0);
@@ -216,9 +220,28 @@ TEST(KernelFit, HeldOutSizes) {
   EXPECT_LT(g.median_pct, 10.0);
   EXPECT_LT(gl.median_pct, 10.0);
   EXPECT_LT(gl.worst_pct, 25.0);
-  EXPECT_EQ(fa.rows, 5);
+  EXPECT_EQ(fa.rows, 11);
   EXPECT_LT(fa.median_pct, 3.0);
-  EXPECT_LT(fa.worst_pct, 8.0);
+  EXPECT_LT(fa.worst_pct, 15.0);
+}
+
+// Causal attention, never fitted: the paper's causal forward at head 64, costed as the
+// non-causal fit on half the FLOPs and half the exponentials. Short sequences lose more to
+// the diagonal's partly masked tiles than that accounts for.
+TEST(KernelFit, CausalForwardPredictedFromTheNonCausalFit) {
+  auto fit = FitKernels(Embedded(), KernelFitSetup{});
+  ASSERT_TRUE(fit.ok());
+  std::vector<RowError> all, long_ones;
+  for (const KernelBenchRow& r : Embedded()) {
+    if (r.kind != BenchKind::kFlashForward || r.impl != "fa3" || !r.causal) continue;
+    all.push_back(ErrorOf(*fit, r));
+    if (r.n >= 4096) long_ones.push_back(ErrorOf(*fit, r));
+  }
+  const auto a = Summarise(all), l = Summarise(long_ones);
+  Print("FA3 causal forward (head 64), predicted", a);
+  Print("  4K tokens or more", l);
+  EXPECT_EQ(a.rows, 6);
+  EXPECT_LT(l.worst_pct, 15.0);
 }
 
 // The H100 fit, asked about an H200 (same compute, 4.8 TB/s HBM3e), against the largest
@@ -289,11 +312,11 @@ TEST(KernelFit, FlashAttention2IsItsOwnFit) {
   auto two = FitKernels(Embedded(), fa2);
   auto three = FitKernels(Embedded(), KernelFitSetup{});
   ASSERT_TRUE(two.ok() && three.ok()) << two.status();
-  EXPECT_EQ(two->flash_forward_rows, 6);
+  EXPECT_EQ(two->flash_forward_rows, 12);
   EXPECT_EQ(two->flash_backward_rows, 12);
   std::vector<RowError> errors;
   for (const KernelBenchRow& r : Embedded()) {
-    if (r.impl == "fa2") errors.push_back(ErrorOf(*two, r));
+    if (r.impl == "fa2" && !r.causal) errors.push_back(ErrorOf(*two, r));
   }
   const auto s = Summarise(errors);
   Print("FlashAttention-2 forward and backward", s);
