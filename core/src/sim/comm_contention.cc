@@ -6,8 +6,8 @@ namespace testbed::sim {
 
 void CommContention::Reset(int devices, std::size_t tasks, double slowdown) {
   slowdown_ = slowdown;
-  comm_.assign(static_cast<std::size_t>(devices), 0);
   if (!on()) return;
+  comm_.assign(static_cast<std::size_t>(devices), 0);
   running_.assign(static_cast<std::size_t>(devices), {});
   where_.assign(tasks, {});
   left_.assign(tasks, 0.0);

@@ -16,7 +16,8 @@ namespace testbed::sim {
 
 class CommContention {
  public:
-  // `slowdown` in [0, 1): 0 turns the model off (every call below is then a no-op but Start).
+  // `slowdown` in [0, 1): 0 turns the model off (nothing is allocated, and every call below
+  // returns at once: StartCompute with the full-speed finish).
   void Reset(int devices, std::size_t tasks, double slowdown);
   [[nodiscard]] bool on() const noexcept { return slowdown_ > 0; }
 
@@ -29,10 +30,11 @@ class CommContention {
   // `reschedule(task, finish, version)`; events of an older version are stale (Current).
   template <typename F>
   void CommChanged(DeviceId d, int delta, double now, F&& reschedule) {
+    if (!on()) return;
     int& active = comm_[static_cast<std::size_t>(d)];
     const bool before = active > 0;
     active += delta;
-    if (!on() || before == (active > 0)) return;
+    if (before == (active > 0)) return;
     for (TaskId t : running_[static_cast<std::size_t>(d)]) {
       const std::size_t i = static_cast<std::size_t>(t);
       left_[i] = std::max(0.0, left_[i] - (now - since_[i]) * rate_[i]);
