@@ -237,10 +237,6 @@ absl::Status Plan::Validate(int num_layers, const Cluster& cluster) const {
       }
     }
   }
-  if (cpd > 1 && experts.degree > 1) {
-    return absl::UnimplementedError(absl::StrCat("context parallelism (", cpd, ") with expert parallelism (",
-                                                 experts.degree, ") in one plan"));
-  }
   const int ep = experts.degree;
   if (ep < 1) return absl::InvalidArgumentError(absl::StrCat("expert-parallel degree ", ep, " must be >= 1"));
   for (int s = 0; s < p && ep > 1; ++s) {

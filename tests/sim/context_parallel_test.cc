@@ -3,13 +3,17 @@
 // same micro-batches, plus, per attention layer and micro-batch, an all-gather of the group's
 // keys and values before the forward, another before the backward and a reduce-scatter of
 // their gradients after it, each of 2 x tokens x (KV heads per TP rank) x head_dim x 2 bytes.
-// The samples of an iteration do not change; bad plans are refused by name. Ring attention:
+// The samples of an iteration do not change; bad plans are refused by name. With expert
+// parallelism each EP and CP group exchanges on its own. Ring attention:
 // the same work per device in degree steps, ring shifts of one rank's keys and values (with
 // their gradients backward, and a last shift home), each overlapping a step's compute.
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "ring.h"
 #include "roofline_model.h"
 #include "sim/simulator.h"
@@ -197,16 +201,92 @@ TEST(ContextParallel, PlansItCannotRunAreRefusedByName) {
   const absl::Status u = uneven.Validate(layers, cluster);
   ASSERT_FALSE(u.ok());
   EXPECT_NE(message(u).find("one context-parallel group"), std::string::npos) << u;
-  // With expert parallelism: not modelled.
-  Plan both = OneStage(model, 1, 4, 2, 1);
-  both.experts.degree = 2;
+  // With expert parallelism, the replicas must hold whole groups of both.
+  Plan both = OneStage(model, 1, 4, 4, 1);
+  both.experts.degree = 8;
   const absl::Status e = both.Validate(layers, cluster);
-  EXPECT_EQ(e.code(), absl::StatusCode::kUnimplemented) << e;
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(message(e).find("expert-parallel degree 8 does not divide stage 0's 4"), std::string::npos) << e;
   Plan zero = OneStage(model, 1, 1, 1, 1);
   zero.context.degree = 0;
   EXPECT_FALSE(zero.Validate(layers, cluster).ok());
 }
 
+
+// A GPT-style MoE model: attention layers (split over the CP group) and MoE layers of 8
+// experts, top-2 (their tokens exchanged inside the EP group).
+ModelGraph MoeModel() {
+  ModelShape s;
+  s.name = "cp-moe";
+  s.family = "moe-gpt";
+  s.layers = 2;
+  s.hidden = 1024;
+  s.heads = 8;
+  s.seq_len = 2048;
+  s.vocab = 1024;
+  s.experts = 8;
+  s.top_k = 2;
+  return *BuildModelGraph(s);
+}
+
+// Context and expert parallelism in one plan, over 8 replicas of one stage: EP groups that
+// span CP groups (CP 2, EP 4), CP groups that span EP groups (CP 4, EP 2) and equal ones. Every
+// all-to-all joins one EP group and every KV exchange one CP group, each of consecutive
+// replicas; each rank's experts take its 1/cp share of the sequence's tokens (even routing:
+// 2048 / cp tokens x top-2 spread over 8 experts, 8 / ep of them on each of ep ranks), so the
+// all-to-all's bytes are the hand count and every device does exactly 1/cp of the work it
+// does at CP 1 with the same EP groups.
+TEST(ContextParallel, WithExpertParallelismEachGroupExchangesOnItsOwn) {
+  const ModelGraph model = MoeModel();
+  const int replicas = 8, micro_batches = 2;
+  for (const auto& [cp, ep] : {std::pair(2, 4), std::pair(4, 2), std::pair(2, 2)}) {
+    SCOPED_TRACE(absl::StrCat("cp ", cp, ", ep ", ep));
+    Plan plan = OneStage(model, 1, replicas, cp, micro_batches);
+    plan.experts.degree = ep;
+    Plan alone = OneStage(model, 1, replicas, 1, micro_batches);
+    alone.experts.degree = ep;
+    const Expanded x = Expand(model, plan, micro_batches), base = Expand(model, alone, micro_batches);
+    auto consecutive = [](std::span<const DeviceId> m, int size) {
+      bool ok = static_cast<int>(m.size()) == size && m[0] % size == 0;
+      for (size_t i = 1; i < m.size(); ++i) ok = ok && m[i] == m[0] + static_cast<DeviceId>(i);
+      return ok;
+    };
+    const double tokens = 2048.0 / cp;  // one sample per micro-batch
+    const double per_pair = tokens * 2 / 8 * (8 / ep);  // tokens one rank sends another's experts
+    int exchanges = 0, expert_runs = 0;
+    for (TaskId id = 0; id < static_cast<TaskId>(x.schedule.size()); ++id) {
+      const Task& t = x.schedule.task(id);
+      if (t.kind == TaskKind::kCollective && t.op == CollectiveOp::kAllToAllV) {
+        ++exchanges;
+        EXPECT_TRUE(consecutive(x.schedule.DevicesOf(id), ep)) << x.schedule.Describe(id);
+        const AllToAllVWork& w = x.schedule.alltoallv_work()[static_cast<size_t>(t.work)];
+        for (int i = 0; i < ep; ++i) {
+          for (int j = 0; j < ep; ++j) {
+            EXPECT_EQ(w.bytes[static_cast<size_t>(i * ep + j)], static_cast<std::int64_t>(per_pair * 1024 * 2))
+                << x.schedule.Describe(id) << " from " << i << " to " << j;
+          }
+        }
+      }
+      if (t.kind == TaskKind::kCompute && x.schedule.compute(id).part == LayerPart::kMoeExperts) {
+        ++expert_runs;
+        EXPECT_DOUBLE_EQ(x.schedule.compute(id).expert_tokens, per_pair * ep) << x.schedule.Describe(id);
+      }
+    }
+    // 2 MoE layers x 2 micro-batches x 8 / ep groups: dispatch and combine, forward and backward.
+    EXPECT_EQ(exchanges, 2 * micro_batches * (replicas / ep) * 4);
+    EXPECT_EQ(expert_runs, 2 * micro_batches * replicas * 2);
+    const std::vector<TaskId> context = ContextTasks(x.schedule);
+    // 2 attention layers x 2 micro-batches x 8 / cp groups: two gathers and a reduce-scatter.
+    EXPECT_EQ(context.size(), static_cast<size_t>(2 * micro_batches * (replicas / cp) * 3));
+    for (TaskId id : context) EXPECT_TRUE(consecutive(x.schedule.DevicesOf(id), cp)) << x.schedule.Describe(id);
+    for (DeviceId d = 0; d < replicas; ++d) {
+      const double whole = DeviceFlops(base.schedule, model, d, std::nullopt);
+      ASSERT_GT(whole, 0);
+      EXPECT_NEAR(DeviceFlops(x.schedule, model, d, std::nullopt), whole / cp, 1e-12 * whole) << "device " << d;
+    }
+    EXPECT_LT(x.iteration_s, base.iteration_s);
+  }
+}
 
 TEST(RingAttention, SameWorkPerDeviceInStepsWithRingShiftsOfOneBlock) {
   const ModelGraph model = Llama(2);

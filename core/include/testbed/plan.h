@@ -169,7 +169,11 @@ struct ExpertParallelism {
 // shift of one rank's block per step, degree - 1 of them, each overlapping a step's compute);
 // backward passes the blocks with their gradients (twice the bytes) and returns the
 // gradients home in a last shift. Gradients are synchronised over all replicas (data x
-// context parallel), ZeRO shards over them too.
+// context parallel), ZeRO shards over them too. With expert parallelism as well, both group
+// consecutive replicas on their own (an expert-parallel group of 4 at CP 2 spans two CP
+// groups, as Megatron-Core carves EP out of data x context parallel): a MoE layer's
+// all-to-alls join its EP group, an attention layer's gathers its CP group, and the replicas
+// of a block of lcm(degree, EP degree) run in lock-step.
 struct ContextParallelism {
   int degree = 1;
   bool ring = false;

@@ -1,9 +1,10 @@
 // Pass 2: every replica walks its op sequence. Replicas whose stage holds expert-parallel MoE
 // layers walk in lock-step with the rest of their expert-parallel group (their all-to-alls
 // join them), and so do the replicas of a context-parallel group (their attention layers
-// gather keys and values from each other); other replicas walk alone, replica by replica and
-// stage by stage.
+// gather keys and values from each other), or of a block holding whole groups of both; other
+// replicas walk alone, replica by replica and stage by stage.
 #include <algorithm>
+#include <numeric>
 #include <set>
 #include <tuple>
 
@@ -230,8 +231,12 @@ absl::Status ComputePass(Expansion& e) {
   std::vector<int> group_size(static_cast<size_t>(e.pp), 1);
   int groups = 0;
   for (int s = 0; s < e.pp; ++s) {
-    if (StageHasExpertParallelism(e, s)) group_size[static_cast<size_t>(s)] = e.plan.experts.degree;
-    if (e.plan.cp() > 1) group_size[static_cast<size_t>(s)] = e.plan.cp();
+    // Expert- and context-parallel groups are both consecutive replicas; where a stage has
+    // both, its lock-step groups are the blocks of their least common multiple (an EP group
+    // may span CP groups and the other way round), and the layer hooks run each EP or CP
+    // group of a block on its own.
+    const int ep = StageHasExpertParallelism(e, s) ? e.plan.experts.degree : 1;
+    group_size[static_cast<size_t>(s)] = std::lcm(ep, e.plan.cp());
     groups = std::max(groups, e.plan.dp(s) / group_size[static_cast<size_t>(s)]);
   }
   for (int g = 0; g < groups; ++g) {

@@ -571,7 +571,7 @@ class Emitter {
   // before it has arrived, so the shifts overlap the steps' compute). Backward shifts carry
   // the blocks with their gradients, and a last shift takes the gradients home.
   absl::Status RingAttention(std::vector<LaneState>& lanes, const LayerRun& run,
-                             const std::function<absl::Status()>& emit_step) {
+                             const std::function<absl::Status(std::vector<LaneState>&)>& emit_step) {
     const Lane& lead = lanes.front().lane;
     const int cp = static_cast<int>(lanes.size());
     const int T = e_.plan.tp(lead.stage);
@@ -604,7 +604,7 @@ class Emitter {
         }
       }
       for (size_t i = 0; i < lanes.size(); ++i) lanes[i].lane.fraction = fractions[i] / static_cast<float>(cp);
-      const absl::Status st = emit_step();
+      const absl::Status st = emit_step(lanes);
       for (size_t i = 0; i < lanes.size(); ++i) lanes[i].lane.fraction = fractions[i];
       TESTBED_RETURN_IF_ERROR(st);
     }
@@ -676,6 +676,26 @@ class Emitter {
   const RangeRequest& req_;
 };
 
+// Runs `f` on each group of `degree` consecutive lanes of a lock-step block (an expert- or
+// context-parallel group inside a block that holds whole groups of both), the lanes moved
+// into the group and back; a block of one group is passed as it is.
+absl::Status ForEachGroup(std::vector<LaneState>& lanes, int degree,
+                          const std::function<absl::Status(std::vector<LaneState>&)>& f) {
+  const size_t n = static_cast<size_t>(std::max(1, degree));
+  if (lanes.size() == n) return f(lanes);
+  if (lanes.size() % n != 0) {
+    return absl::InternalError(absl::StrCat("a lock-step block of ", lanes.size(), " replicas holds no whole groups of ", n));
+  }
+  for (size_t b = 0; b < lanes.size(); b += n) {
+    const auto first = lanes.begin() + static_cast<std::ptrdiff_t>(b);
+    std::vector<LaneState> group(std::make_move_iterator(first), std::make_move_iterator(first + static_cast<std::ptrdiff_t>(n)));
+    const absl::Status st = f(group);
+    std::move(group.begin(), group.end(), first);
+    TESTBED_RETURN_IF_ERROR(st);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status EmitRange(Expansion& e, std::vector<LaneState>& lanes, const RangeRequest& req) {
@@ -692,32 +712,38 @@ absl::Status EmitRange(Expansion& e, std::vector<LaneState>& lanes, const RangeR
       for (LaneState& ls : lanes) em.Reshard(ls, prev_tp, run.tp, boundary);
     }
     prev_tp = run.tp;
-    auto emit = [&]() -> absl::Status {
+    // `group`: the lanes that run this layer together (a CP group inside a CP attention layer).
+    auto emit = [&](std::vector<LaneState>& group) -> absl::Status {
       switch (run.kind) {
         case RunKind::kExpertParallel:
-          if (backward && run.first >= req.recompute_first && run.first < req.recompute_end) {
-            const RangeRequest again{Phase::kRecompute, false, run.first, run.end, false};
-            Emitter recompute(e, again);
-            TESTBED_RETURN_IF_ERROR(recompute.ExpertParallel(lanes, run));
-          }
-          return em.ExpertParallel(lanes, run);
+          return ForEachGroup(group, e.plan.experts.degree, [&](std::vector<LaneState>& ep_group) -> absl::Status {
+            if (backward && run.first >= req.recompute_first && run.first < req.recompute_end) {
+              const RangeRequest again{Phase::kRecompute, false, run.first, run.end, false};
+              Emitter recompute(e, again);
+              TESTBED_RETURN_IF_ERROR(recompute.ExpertParallel(ep_group, run));
+            }
+            return em.ExpertParallel(ep_group, run);
+          });
         case RunKind::kTensorParallel:
-          for (LaneState& ls : lanes) TESTBED_RETURN_IF_ERROR(em.TensorParallel(ls, run));
+          for (LaneState& ls : group) TESTBED_RETURN_IF_ERROR(em.TensorParallel(ls, run));
           return absl::OkStatus();
         case RunKind::kDense:
-          for (LaneState& ls : lanes) TESTBED_RETURN_IF_ERROR(em.Dense(ls, run));
+          for (LaneState& ls : group) TESTBED_RETURN_IF_ERROR(em.Dense(ls, run));
           return absl::OkStatus();
       }
       return absl::OkStatus();
     };
-    const bool cp_attention = ContextParallelAttention(e, run.first);
-    if (cp_attention && e.plan.context.ring) {
-      TESTBED_RETURN_IF_ERROR(em.RingAttention(lanes, run, emit));
+    if (!ContextParallelAttention(e, run.first)) {
+      TESTBED_RETURN_IF_ERROR(emit(lanes));
       continue;
     }
-    if (cp_attention) em.ContextExchange(lanes, run, true);
-    TESTBED_RETURN_IF_ERROR(emit());
-    if (cp_attention && backward) em.ContextExchange(lanes, run, false);
+    TESTBED_RETURN_IF_ERROR(ForEachGroup(lanes, e.plan.cp(), [&](std::vector<LaneState>& cp_group) -> absl::Status {
+      if (e.plan.context.ring) return em.RingAttention(cp_group, run, emit);
+      em.ContextExchange(cp_group, run, true);
+      TESTBED_RETURN_IF_ERROR(emit(cp_group));
+      if (backward) em.ContextExchange(cp_group, run, false);
+      return absl::OkStatus();
+    }));
   }
   return absl::OkStatus();
 }
