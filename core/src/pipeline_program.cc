@@ -97,31 +97,63 @@ PipelineProgram OneFOneBProgram(int pp, int m) {
   return p;
 }
 
-absl::StatusOr<PipelineProgram> InterleavedProgram(int pp, int chunks, int m) {
+absl::StatusOr<PipelineProgram> InterleavedProgram(int pp, int chunks, int m, int group) {
   if (chunks < 2) return absl::InvalidArgumentError("interleaved 1F1B needs at least 2 model chunks per stage");
-  if (m % pp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("interleaved 1F1B needs the micro-batch count (", m,
-                                                   ") to be a multiple of the pipeline depth (", pp, ")"));
+  if (m < pp) {
+    return absl::InvalidArgumentError(absl::StrCat("interleaved 1F1B needs at least as many micro-batches (", m,
+                                                   ") as pipeline stages (", pp, ")"));
+  }
+  // Megatron-Core's rules: a group holds pp to m micro-batches, and the last group, what is
+  // left, none or at least pp (fewer leave the stages waiting on each other: dependency
+  // bubbles). By default the pipeline depth, or where m is not a multiple of it the smallest
+  // group the rules accept.
+  auto accepted = [&](int g) { return g >= pp && g <= m && (m % g == 0 || m % g >= pp); };
+  if (group == 0) {
+    group = pp;
+    while (!accepted(group)) ++group;  // m itself is accepted
+  }
+  if (group < pp || group > m) {
+    return absl::InvalidArgumentError(absl::StrCat("interleaved 1F1B: micro-batch groups of ", group,
+                                                   " must hold from the pipeline depth (", pp,
+                                                   ") to the micro-batch count (", m, ")"));
+  }
+  if (!accepted(group)) {
+    return absl::InvalidArgumentError(absl::StrCat("interleaved 1F1B: ", m, " micro-batches in groups of ", group,
+                                                   " leave a last group of ", m % group,
+                                                   ", fewer than the pipeline depth (", pp,
+                                                   "); Megatron-Core refuses it (dependency bubbles)"));
   }
   PipelineProgram p;
   p.stages.resize(static_cast<size_t>(pp));
+  // Groups other than pp meet a stage's activations and gradients in orders its neighbours
+  // do not share; Megatron-Core posts each step's transfers of both directions together.
+  p.p2p_by_direction = group != pp || m % pp != 0;
   const int total = m * chunks;
-  // Megatron-LM: virtual micro-batch k runs chunk (k / pp) % chunks of micro-batch
-  // (k / (pp * chunks)) * pp + k % pp; backwards visit the chunks in reverse.
-  auto mb_of = [&](int k) { return (k / (pp * chunks)) * pp + k % pp; };
-  auto fwd_chunk = [&](int k) { return (k / pp) % chunks; };
+  // Megatron-Core's schedule table: the micro-batches in groups of `group` (the last group
+  // takes what is left), each group running chunk 0 of its micro-batches, then chunk 1, and
+  // so on; virtual micro-batch k is entry k of the table, and backwards visit the table with
+  // the chunks reversed. With m a multiple of pp and groups of pp this is Megatron-LM's
+  // original order.
+  std::vector<std::pair<int, int>> table;  // (micro-batch, chunk)
+  for (int first = 0; first < m; first += group) {
+    const int end = first + group >= m ? m : first + group;
+    for (int c = 0; c < chunks; ++c) {
+      for (int mb = first; mb < end; ++mb) table.emplace_back(mb, c);
+    }
+  }
   for (int s = 0; s < pp; ++s) {
     auto& ops = p.stages[static_cast<size_t>(s)];
-    const int warmup = std::min(total, (pp - s - 1) * 2 + (chunks - 1) * pp);
-    for (int k = 0; k < warmup; ++k) ops.push_back({PipelineOp::Kind::kForward, fwd_chunk(k), mb_of(k)});
+    const int warmup = std::min(total, (pp - s - 1) * 2 + (chunks - 1) * group);
+    auto forward = [&](int k) { ops.push_back({PipelineOp::Kind::kForward, table[static_cast<size_t>(k)].second, table[static_cast<size_t>(k)].first}); };
+    auto backward = [&](int k) {
+      ops.push_back({PipelineOp::Kind::kBackward, chunks - 1 - table[static_cast<size_t>(k)].second, table[static_cast<size_t>(k)].first});
+    };
+    for (int k = 0; k < warmup; ++k) forward(k);
     for (int i = 0; i < total - warmup; ++i) {
-      const int kf = warmup + i;
-      ops.push_back({PipelineOp::Kind::kForward, fwd_chunk(kf), mb_of(kf)});
-      ops.push_back({PipelineOp::Kind::kBackward, chunks - 1 - fwd_chunk(i), mb_of(i)});
+      forward(warmup + i);
+      backward(i);
     }
-    for (int i = total - warmup; i < total; ++i) {
-      ops.push_back({PipelineOp::Kind::kBackward, chunks - 1 - fwd_chunk(i), mb_of(i)});
-    }
+    for (int i = total - warmup; i < total; ++i) backward(i);
   }
   return p;
 }

@@ -62,6 +62,8 @@ const char* Name(int s) noexcept {
     case kDataComm2: return "dp-comm-2";
     case kContextComm: return "cp-comm";
     case kSparseComm: return "sparse-comm";
+    case kPipelineCommBack: return "pp-send-back";
+    case kPipelineRecvBack: return "pp-recv-back";
     default: return "stream";
   }
 }

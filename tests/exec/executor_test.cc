@@ -288,6 +288,10 @@ TEST_F(ExecutorTest, PipelineGPipe) { ExpectSameAsSingle({"pp2-gpipe", 1, 2, 1, 
 TEST_F(ExecutorTest, PipelineOneFOneB) { ExpectSameAsSingle({"pp4-1f1b", 1, 4, 1}); }
 TEST_F(ExecutorTest, PipelineInterleaved) {
   ExpectSameAsSingle({"pp2-v2", 1, 2, 1, 2, "megatron.uniform", {}, "interleaved_1f1b"});
+  // Megatron-Core's table in groups of 3 over 8 micro-batches: the gradients' transfers on
+  // their own streams.
+  ExpectSameAsSingle({"pp2-v2-groups-of-3", 1, 2, 1, 2, "megatron.uniform", {}, "interleaved_1f1b",
+                      {{"microbatch_group", std::int64_t{3}}}});
 }
 TEST_F(ExecutorTest, ThreeDimensional) {
   ExpectSameAsSingle({"dp2-pp2", 1, 2, 2});
@@ -369,13 +373,15 @@ TEST_F(ExecutorTest, EveryScheduleRunsUnderNcclOrderingRules) {
       {"ordered-pp4-1f1b", 1, 4, 1},
       {"ordered-pp2-v2", 1, 2, 1, 2, "megatron.uniform", {}, "interleaved_1f1b"},
       {"ordered-dp2-pp2-v2", 1, 2, 2, 2, "megatron.uniform", {}, "interleaved_1f1b"},
+      {"ordered-pp2-v2-groups-of-3", 1, 2, 1, 2, "megatron.uniform", {}, "interleaved_1f1b",
+       {{"microbatch_group", std::int64_t{3}}}},
       {"ordered-dp2-pp2", 1, 2, 2},
       {"ordered-tp2-pp2", 2, 2, 1},
       {"ordered-tp2-chunks2", 2, 1, 1, 1, "megatron.uniform", {}, "1f1b", {{"tp_chunks", std::int64_t{2}}}},
       {"ordered-merak-pp4", 1, 4, 1, 1, "megatron.uniform", {}, "merak.shifted_critical_path"},
       {"ordered-autopipe-pp4", 1, 4, 1, 1, "autopipe", {{"search", false}}, "1f1b"},
   };
-  layouts[9].recompute = RecomputeMode::kFull;
+  layouts[10].recompute = RecomputeMode::kFull;
   for (Layout& l : layouts) {
     l.endpoints = Layout::Endpoints::kStreamOrdered;
     ExpectSameAsSingle(l);

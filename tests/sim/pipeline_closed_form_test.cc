@@ -4,6 +4,10 @@
 // a GPipe stage all m.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "ring.h"
 #include "sim/simulator.h"
 #include "sim_fixtures.h"
@@ -88,6 +92,66 @@ TEST(PipelineClosedForm, InterleavingDividesTheBubbleByV) {
     // Narayanan et al. 2021: bubble time (p - 1)(f + b) / v.
     EXPECT_NEAR(o.result.iteration_time_s, m * (f + b) + (p - 1) * (f + b) / v, 1e-12) << "v=" << v;
   }
+}
+
+// Megatron-Core's schedule table in groups (microbatch_group_size_per_vp_stage): the example
+// its source documents (PP 2, groups of 3, 5 micro-batches, 2 chunks), and the counts it
+// refuses, by name.
+TEST(PipelineClosedForm, InterleavedTableInGroupsIsMegatronCores) {
+  auto program = InterleavedProgram(2, 2, 5, 3);
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_TRUE(program->p2p_by_direction);
+  // Stage 1 warms up with (2 - 1 - 1) x 2 + (2 - 1) x 3 = 3 forwards, then alternates.
+  std::vector<std::pair<int, int>> forwards, backwards;  // (micro-batch, chunk)
+  for (const PipelineOp& op : program->stages[1]) {
+    (op.kind == PipelineOp::Kind::kForward ? forwards : backwards).emplace_back(op.micro_batch, op.chunk);
+  }
+  const std::vector<std::pair<int, int>> table = {{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1},
+                                                  {2, 1}, {3, 0}, {4, 0}, {3, 1}, {4, 1}};
+  EXPECT_EQ(forwards, table);
+  ASSERT_EQ(backwards.size(), table.size());
+  for (size_t k = 0; k < table.size(); ++k) EXPECT_EQ(backwards[k], std::pair(table[k].first, 1 - table[k].second));
+  EXPECT_EQ(program->stages[1][3].kind, PipelineOp::Kind::kForward);
+  EXPECT_EQ(program->stages[1][4].kind, PipelineOp::Kind::kBackward);
+  // The classic order: groups of pp over a multiple of pp, one stream each way as before.
+  EXPECT_FALSE(InterleavedProgram(4, 2, 8)->p2p_by_direction);
+  auto message = [](const absl::StatusOr<PipelineProgram>& p) { return std::string(p.status().message()); };
+  EXPECT_NE(message(InterleavedProgram(4, 2, 9, 4)).find("last group of 1, fewer than the pipeline depth (4)"),
+            std::string::npos);
+  EXPECT_NE(message(InterleavedProgram(4, 2, 9, 3)).find("must hold from the pipeline depth (4)"), std::string::npos);
+  EXPECT_NE(message(InterleavedProgram(4, 2, 9, 10)).find("to the micro-batch count (9)"), std::string::npos);
+  EXPECT_NE(message(InterleavedProgram(4, 2, 3)).find("at least as many micro-batches (3)"), std::string::npos);
+}
+
+// With the table in groups, every micro-batch count and group Megatron-Core accepts keeps
+// interleaving's bubble: m (f + b) + (p - 1)(f + b) / v (equal stage times, free
+// communication), and runs without a deadlock with communication paid too (the gradients'
+// transfers posted apart from the activations'). The default group (0) for a count that is
+// not a multiple of p is the smallest one accepted.
+TEST(PipelineClosedForm, InterleavedGroupsKeepTheBubbleForEveryAcceptedCount) {
+  int cases = 0;
+  for (int p : {2, 3, 4, 5}) {
+    for (int v : {2, 3}) {
+      const ModelGraph model = Gpt(2 * p * v);
+      const Cluster cluster = StarCluster(p, 1e10, 1e-6);
+      const double f = v * 2 * 2 * kLayer, b = 2 * f;
+      for (int m = p; m <= 3 * p + 1; ++m) {
+        const Plan plan = UniformPlan(model, 1, p, 1, v, m);
+        for (int g = 0; g <= m; ++g) {
+          if (g > 0 && (g < p || (m % g != 0 && m % g < p))) continue;
+          auto program = InterleavedProgram(p, v, m, g);
+          ASSERT_TRUE(program.ok()) << program.status();
+          SCOPED_TRACE(::testing::Message() << "p=" << p << " v=" << v << " m=" << m << " group=" << g);
+          const Outcome o = SimulateProgram(model, plan, *program, cluster);
+          EXPECT_NEAR(o.result.iteration_time_s, m * (f + b) + (p - 1) * (f + b) / v, 1e-12);
+          const Outcome paid = SimulateProgram(model, plan, *program, cluster, false);
+          EXPECT_GT(paid.result.iteration_time_s, o.result.iteration_time_s);
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 150);
 }
 
 TEST(PipelineClosedForm, DataParallelReplicasRunInLockStepWhenCommunicationIsFree) {

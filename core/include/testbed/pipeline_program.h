@@ -48,6 +48,12 @@ struct PipelineProgram {
   bool spans_iterations = false;
   // Weight versions a stage keeps (PipeDream-2BW stashes 2): extra copies of the weights.
   int weight_versions = 1;
+  // true: gradients travel between stages on streams of their own (pp-send-back,
+  // pp-recv-back), so that the activations' and the gradients' transfers each keep their own
+  // order, as when a step posts both directions' sends and receives together. A program whose
+  // stages meet the two directions in different orders needs it (interleaved 1F1B in groups
+  // other than the pipeline depth); false: one send and one receive stream per device.
+  bool p2p_by_direction = false;
 
   [[nodiscard]] int NumMicroBatches() const;  // highest micro-batch index used + 1
   [[nodiscard]] double Fraction(int micro_batch) const {
@@ -151,9 +157,13 @@ struct ExpandOptions {
 // 1F1B (PipeDream-Flush, Megatron-LM's default): stage s runs min(pp - s - 1, m) warm-up
 // forwards, then alternates one forward and one backward, then drains the backwards.
 [[nodiscard]] PipelineProgram OneFOneBProgram(int pp, int micro_batches);
-// Megatron-LM's interleaved 1F1B over `chunks` model chunks per stage; micro-batches must be
-// a multiple of pp.
-[[nodiscard]] absl::StatusOr<PipelineProgram> InterleavedProgram(int pp, int chunks, int micro_batches);
+// Megatron-LM's interleaved 1F1B over `chunks` model chunks per stage, in Megatron-Core's
+// schedule table: micro-batches in groups of `group` (pp to micro_batches of them; the last
+// group, what is left, none or at least pp), each group's chunk 0, then its chunk 1, ...;
+// stage s warms up with (pp - s - 1) x 2 + (chunks - 1) x group forwards. 0: pp, or where the
+// count is not a multiple of pp the smallest group accepted, so any count of at least pp
+// runs. Groups other than pp post the gradients' transfers apart (p2p_by_direction).
+[[nodiscard]] absl::StatusOr<PipelineProgram> InterleavedProgram(int pp, int chunks, int micro_batches, int group = 0);
 // PipeDream-2BW (Narayanan et al. 2021): 1F1B over all `iterations` x `micro_batches`
 // micro-batches with no flush between iterations (warm-up once, drain once); the gradients of
 // an iteration's micro-batches are coalesced into one update, applied one iteration late

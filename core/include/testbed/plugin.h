@@ -26,7 +26,9 @@ namespace testbed {
 // 7: Task::priority, the sparse embedding exchange options.
 // 8: ExpandOptions::param_gather_overlap and tp_chunk_time_share, ComputeWork::time_share,
 //    ContextParallelism::ring, ParallelSettings::cp_ring.
-inline constexpr std::uint32_t kAbiVersion = 8;
+// 9: Kernel::special_ops, PipelineProgram::p2p_by_direction and the gradients' own
+//    point-to-point streams (ExpandOptions::stream_priority has two more).
+inline constexpr std::uint32_t kAbiVersion = 9;
 
 // The build identity of this compilation (testbed/build_identity.h).
 inline constexpr const char* kBuildIdentity = TESTBED_BUILD_IDENTITY;

@@ -75,7 +75,13 @@ inline constexpr std::uint8_t kDataComm2 = 9;
 inline constexpr std::uint8_t kContextComm = 10;  // context parallelism: keys and values gathered, their gradients reduce-scattered
 // Sparse embedding communication: rows fetched from their owners, row gradients sent to them.
 inline constexpr std::uint8_t kSparseComm = 11;
-inline constexpr int kCount = 12;
+// Gradients' stage-to-stage sends and receives, where a program has them posted apart from the
+// activations' (PipelineProgram::p2p_by_direction): Megatron's batched point-to-point calls
+// post a step's sends and receives of both directions together, so neither direction waits
+// behind the other's order.
+inline constexpr std::uint8_t kPipelineCommBack = 12;
+inline constexpr std::uint8_t kPipelineRecvBack = 13;
+inline constexpr int kCount = 14;
 // The link class (index into Plan::param_links.classes) whose pieces of the weights a gather
 // or reduce-scatter on `stream` moves: 1 on the second class's streams, 0 on every other.
 [[nodiscard]] constexpr int LinkClassOf(std::uint8_t stream) noexcept {

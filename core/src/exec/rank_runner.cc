@@ -43,6 +43,8 @@ void RankRunner::BuildDispatch() {
   on(TaskKind::kCompute, kNone, streams::kCompute, [this](TaskId, const Task& t) { return compute_.Run(t); });
   on(TaskKind::kSend, kNone, streams::kPipelineComm, [this](TaskId, const Task& t) { return transfers_.Send(t); });
   on(TaskKind::kRecv, kNone, streams::kPipelineRecv, [this](TaskId, const Task& t) { return transfers_.Recv(t); });
+  on(TaskKind::kSend, kNone, streams::kPipelineCommBack, [this](TaskId, const Task& t) { return transfers_.Send(t); });
+  on(TaskKind::kRecv, kNone, streams::kPipelineRecvBack, [this](TaskId, const Task& t) { return transfers_.Recv(t); });
   // Tensor-parallel all-reduces: blocking the compute stream (Megatron-LM) or overlapping it.
   for (std::uint8_t stream : {streams::kCompute, streams::kTensorComm}) {
     on(TaskKind::kCollective, CollectiveOp::kAllReduce, stream,

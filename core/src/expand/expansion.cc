@@ -246,6 +246,7 @@ absl::Status Expansion::PrepareOps(const ProgramSource& programs) {
       const PipelineProgram& prog = it->second;
       program_micro_batches_[static_cast<size_t>(s)].push_back(prog.NumMicroBatches());
       weight_versions = std::max(weight_versions, prog.weight_versions);
+      p2p_by_direction = p2p_by_direction || prog.p2p_by_direction;
       std::vector<PipelineOp> ops;
       const auto& row = prog.stages[static_cast<size_t>(s)];
       if (prog.spans_iterations) {

@@ -70,6 +70,7 @@ class Expansion {
   double elem = 2;  // bytes per element of the run's precision
   int weight_versions = 1;
   bool overlapping_iterations = false;  // a program spans iterations (no flush between them)
+  bool p2p_by_direction = false;        // a program posts gradients' transfers apart (PipelineProgram)
 
   [[nodiscard]] const Stage& StageAt(int s) const { return plan.stages[static_cast<size_t>(s)]; }
   // Tensor-parallel degree of `layer` on stage `s` (its setting, else the stage's).

@@ -22,7 +22,8 @@ void EmitRecv(Expansion& e, LaneState& ls, Phase phase, int g, int from_stage, s
   const auto [from_replica, from_mb] = e.Locate(from_stage, e.GlobalMicroBatch(lane.stage, lane.replica, lane.micro_batch));
   (void)from_mb;
   for (int t = 0; t < tp; ++t) {
-    Task task = LaneTask(lane, TaskKind::kRecv, streams::kPipelineRecv, phase);
+    const bool back = e.p2p_by_direction && phase == Phase::kBackward;
+    Task task = LaneTask(lane, TaskKind::kRecv, back ? streams::kPipelineRecvBack : streams::kPipelineRecv, phase);
     task.device = e.Dev(lane.replica, lane.stage, t);
     task.peer = e.Dev(from_replica, from_stage, t % from_tp);
     task.bytes = bytes;
@@ -39,7 +40,8 @@ void EmitSend(Expansion& e, const LaneState& ls, Phase phase, int to_g, int to_s
   const auto [to_replica, to_mb] = e.Locate(to_stage, e.GlobalMicroBatch(lane.stage, lane.replica, lane.micro_batch));
   for (int t = 0; t < to_tp; ++t) {
     const int from = t % tp;
-    Task task = LaneTask(lane, TaskKind::kSend, streams::kPipelineComm, phase);
+    const bool back = e.p2p_by_direction && phase == Phase::kBackward;
+    Task task = LaneTask(lane, TaskKind::kSend, back ? streams::kPipelineCommBack : streams::kPipelineComm, phase);
     task.device = e.Dev(lane.replica, lane.stage, from);
     task.peer = e.Dev(to_replica, to_stage, t);
     task.bytes = bytes;

@@ -56,11 +56,20 @@ absl::Status Register(Registry& r) {
         TESTBED_ASSIGN_OR_RETURN(MegatronOptions o, MegatronOptionsFrom(p));
         return std::make_unique<OneFOneB>(o);
       }));
+  std::vector<ParamSpec> interleaved = MegatronScheduleParams();
+  interleaved.push_back(ParamSpec::Int("microbatch_group", 0)
+                            .Range(0, 1 << 20)
+                            .Unit("micro-batches")
+                            .Doc("micro-batches each chunk runs before the next chunk's (Megatron-Core's "
+                                 "microbatch_group_size_per_vp_stage): from the pipeline depth to the micro-batch "
+                                 "count, the last group none or at least the depth; 0: the depth, or where the count "
+                                 "is not a multiple of it the smallest group accepted"));
   return r.Add<Scheduler>(
       "interleaved_1f1b", "Megatron-LM's interleaved 1F1B over virtual stages ([parallel] virtual_stages)",
-      MegatronScheduleParams(), [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Scheduler>> {
+      interleaved, [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<Scheduler>> {
         TESTBED_ASSIGN_OR_RETURN(MegatronOptions o, MegatronOptionsFrom(p));
-        return std::make_unique<Interleaved>(o);
+        TESTBED_ASSIGN_OR_RETURN(std::int64_t group, p.Get<std::int64_t>("microbatch_group"));
+        return std::make_unique<Interleaved>(o, static_cast<int>(group));
       });
 }
 

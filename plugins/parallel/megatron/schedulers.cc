@@ -39,9 +39,10 @@ absl::StatusOr<Schedule> OneFOneB::BuildSchedule(const SchedulingContext& ctx) {
 }
 
 absl::StatusOr<Schedule> Interleaved::BuildSchedule(const SchedulingContext& ctx) {
-  const int pp = ctx.plan.pp(), chunks = ctx.plan.virtual_stages();
+  const int pp = ctx.plan.pp(), chunks = ctx.plan.virtual_stages(), group = group_;
   return ExpandPipeline(
-      ctx, ProgramSource([pp, chunks](int m) { return InterleavedProgram(pp, chunks, m); }), o_.For(ctx.plan));
+      ctx, ProgramSource([pp, chunks, group](int m) { return InterleavedProgram(pp, chunks, m, group); }),
+      o_.For(ctx.plan));
 }
 
 }  // namespace testbed::megatron

@@ -32,13 +32,17 @@ class OneFOneB final : public Scheduler {
   MegatronOptions o_;
 };
 
+// Megatron-Core's interleaved schedule table: micro-batches in groups of `group` (its
+// microbatch_group_size_per_vp_stage; 0: InterleavedProgram's default), so any micro-batch
+// count of at least the depth runs, as Llama 3 tuned it.
 class Interleaved final : public Scheduler {
  public:
-  explicit Interleaved(MegatronOptions o) : o_(o) {}
+  Interleaved(MegatronOptions o, int group) : o_(o), group_(group) {}
   [[nodiscard]] absl::StatusOr<Schedule> BuildSchedule(const SchedulingContext& ctx) override;
 
  private:
   MegatronOptions o_;
+  int group_ = 0;
 };
 
 }  // namespace testbed::megatron

@@ -3,7 +3,8 @@
 // memory than without); tp_comm_overlap is one chunk per TP rank, joined and costed as shares,
 // and hides collectives the blocking schedule exposes; overlapped weight gathers are faster over two steps; the uneven split
 // puts the counts asked for on the first and last stages (planned), and a split Megatron-Core
-// refuses is refused by name.
+// refuses is refused by name; interleaving runs micro-batch counts that are not multiples of
+// the depth in Megatron-Core's groups, and refuses groups it refuses.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -156,6 +157,48 @@ partitioner = { use = "megatron.uniform", first_stage_blocks = 5 }
   EXPECT_EQ(layers, (std::vector<std::int64_t>{6 * 2 + 1, 18 * 2, 18 * 2, 6 * 2 + 1}));
   ASSERT_FALSE(outs[1].ok());
   EXPECT_THAT(outs[1].status().message(), HasSubstr("leave 43 for the other 3 pipeline stages"));
+}
+
+TEST_F(MegatronRuns, InterleavingRunsMicroBatchCountsThatAreNotMultiplesOfTheDepth) {
+  // TP 2 x PP 4 x DP 2: 72 sequences of 2 per step are 18 micro-batches per replica; by default
+  // in Megatron-Core's groups of 6 (the smallest that leaves no last group of 1 to 3), or of 9
+  // as asked; groups of 4 leave a last group of 2, refused as Megatron-Core refuses it.
+  auto outs = Sim(R"(
+[parallel]
+tp = 2
+pp = 4
+virtual_stages = 2
+)",
+                  R"(
+[[arm]]
+name = "multiple"
+partitioner = "megatron.uniform"
+scheduler = "interleaved_1f1b"
+[[arm]]
+name = "default-group"
+partitioner = "megatron.uniform"
+scheduler = "interleaved_1f1b"
+train.global_batch = 72
+[[arm]]
+name = "groups-of-9"
+partitioner = "megatron.uniform"
+scheduler = { use = "interleaved_1f1b", microbatch_group = 9 }
+train.global_batch = 72
+[[arm]]
+name = "groups-of-4"
+partitioner = "megatron.uniform"
+scheduler = { use = "interleaved_1f1b", microbatch_group = 4 }
+train.global_batch = 72
+)");
+  ASSERT_EQ(outs.size(), 4u);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(outs[static_cast<size_t>(i)].ok()) << outs[static_cast<size_t>(i)].status();
+  const double t16 = MetricOf(*outs[0], "iteration_time_s"), t18 = MetricOf(*outs[1], "iteration_time_s");
+  // Two more micro-batches of the same work: longer, by less than their share plus the bubble.
+  EXPECT_GT(t18, t16);
+  EXPECT_LT(t18, t16 * 18.0 / 16.0 * 1.1);
+  EXPECT_GT(MetricOf(*outs[2], "iteration_time_s"), 0);
+  ASSERT_FALSE(outs[3].ok());
+  EXPECT_THAT(outs[3].status().message(), HasSubstr("leave a last group of 2, fewer than the pipeline depth (4)"));
 }
 
 }  // namespace
