@@ -22,6 +22,7 @@ const char* BenchKindName(BenchKind kind) noexcept {
     case BenchKind::kGemm: return "gemm";
     case BenchKind::kFlashForward: return "flash_forward";
     case BenchKind::kFlashBackward: return "flash_backward";
+    case BenchKind::kMemory: return "memory";
   }
   return "?";
 }
@@ -30,12 +31,13 @@ double KernelBenchRow::Flops() const noexcept {
   const double bb = static_cast<double>(b), mm = static_cast<double>(m), nn = static_cast<double>(n);
   const double kk = static_cast<double>(k);
   if (kind == BenchKind::kGemm) return 2.0 * bb * mm * nn * kk;
+  if (kind == BenchKind::kMemory) return 0.0;
   const double forward = (causal ? 2.0 : 4.0) * bb * mm * nn * nn * kk;
   return kind == BenchKind::kFlashBackward ? 2.5 * forward : forward;
 }
 
 double KernelBenchRow::SpecialOps() const noexcept {
-  if (kind == BenchKind::kGemm) return 0.0;
+  if (kind == BenchKind::kGemm || kind == BenchKind::kMemory) return 0.0;
   return (causal ? 0.5 : 1.0) * static_cast<double>(b) * static_cast<double>(m) * static_cast<double>(n) *
          static_cast<double>(n);
 }
@@ -44,6 +46,7 @@ double KernelBenchRow::Bytes() const noexcept {
   const double bb = static_cast<double>(b), mm = static_cast<double>(m), nn = static_cast<double>(n);
   const double kk = static_cast<double>(k);
   const double in = ElementBytes(precision);
+  if (kind == BenchKind::kMemory) return in * mm * bb * nn;
   if (kind == BenchKind::kGemm) {
     const double out = precision == Precision::kFp8 ? 2.0 : in;
     return bb * (in * (mm * kk + kk * nn) + out * mm * nn);
@@ -88,9 +91,12 @@ absl::StatusOr<std::vector<KernelBenchRow>> ParseKernelBench(absl::string_view t
       r.kind = BenchKind::kFlashForward;
     } else if (kind == "flash_backward") {
       r.kind = BenchKind::kFlashBackward;
+    } else if (kind == "memory") {
+      r.kind = BenchKind::kMemory;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(where("kind"), "'", std::string(kind),
-                                                     "' is not a kernel kind (expected gemm, flash_forward or flash_backward)"));
+                                                     "' is not a kernel kind (expected gemm, flash_forward, "
+                                                     "flash_backward or memory)"));
     }
     r.impl = std::string(cell("impl"));
     r.source = std::string(cell("source"));
@@ -111,8 +117,19 @@ absl::StatusOr<std::vector<KernelBenchRow>> ParseKernelBench(absl::string_view t
       return absl::InvalidArgumentError(absl::StrCat(where("causal"), "'", std::string(cell("causal")), "' is not 0 or 1"));
     }
     r.causal = causal == 1;
-    if (!absl::SimpleAtod(cell("measured_tflops"), &r.measured_tflops) || !std::isfinite(r.measured_tflops) ||
-        r.measured_tflops <= 0) {
+    if (r.kind == BenchKind::kMemory) {
+      if (column.count("measured_tb_per_s") == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(std::string(source), ":", line_no, ": a memory row needs the "
+                                                       "column 'measured_tb_per_s', which the header lacks"));
+      }
+      if (!absl::SimpleAtod(cell("measured_tb_per_s"), &r.measured_tb_per_s) || !std::isfinite(r.measured_tb_per_s) ||
+          r.measured_tb_per_s <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(where("measured_tb_per_s"), "'",
+                                                       std::string(cell("measured_tb_per_s")),
+                                                       "' is not a positive number of TB/s"));
+      }
+    } else if (!absl::SimpleAtod(cell("measured_tflops"), &r.measured_tflops) || !std::isfinite(r.measured_tflops) ||
+               r.measured_tflops <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(where("measured_tflops"), "'", std::string(cell("measured_tflops")),
                                                      "' is not a positive number of TFLOP/s"));
     }

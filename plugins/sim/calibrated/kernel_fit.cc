@@ -24,7 +24,7 @@ struct ClassRows {
     const double peak = setup.Peak(r.precision);
     x.push_back({r.Flops() / peak, r.SpecialOps() / peak, r.Bytes() / setup.bandwidth_bytes_per_s, 1.0});
     t.push_back(r.MeasuredSeconds());
-    if (r.kind != BenchKind::kGemm) head_sizes.insert(r.k);
+    if (r.kind == BenchKind::kFlashForward || r.kind == BenchKind::kFlashBackward) head_sizes.insert(r.k);
   }
   // The largest fraction of the peak a row reaches.
   [[nodiscard]] double BestFraction() const {
@@ -90,6 +90,7 @@ const KernelTerms& KernelFit::For(BenchKind kind, Precision precision) const noe
   switch (kind) {
     case BenchKind::kFlashForward: return flash_forward;
     case BenchKind::kFlashBackward: return flash_backward;
+    case BenchKind::kMemory: return memory;
     case BenchKind::kGemm: break;
   }
   return precision == Precision::kFp8 ? gemm_fp8 : gemm;
@@ -107,10 +108,14 @@ absl::StatusOr<KernelFit> FitKernels(const std::vector<KernelBenchRow>& rows, co
   }
   KernelFit fit;
   fit.setup = setup;
-  ClassRows gemm, fp8, forward, backward;
+  ClassRows gemm, fp8, forward, backward, memory;
   for (const KernelBenchRow& r : rows) {
     if (setup.use && !setup.use(r)) continue;
-    if (r.kind == BenchKind::kGemm) {
+    if (r.kind == BenchKind::kMemory) {
+      if (std::find(setup.memory_impls.begin(), setup.memory_impls.end(), r.impl) != setup.memory_impls.end()) {
+        memory.Add(setup, r);
+      }
+    } else if (r.kind == BenchKind::kGemm) {
       (r.precision == Precision::kFp8 ? fp8 : gemm).Add(setup, r);
     } else if (r.impl == setup.flash_impl && !r.causal) {  // causal rows check the fit, they are not in it
       (r.kind == BenchKind::kFlashForward ? forward : backward).Add(setup, r);
@@ -120,6 +125,7 @@ absl::StatusOr<KernelFit> FitKernels(const std::vector<KernelBenchRow>& rows, co
   fit.gemm_fp8_rows = static_cast<int>(fp8.t.size());
   fit.flash_forward_rows = static_cast<int>(forward.t.size());
   fit.flash_backward_rows = static_cast<int>(backward.t.size());
+  fit.memory_rows = static_cast<int>(memory.t.size());
   if (gemm.t.size() < 3) return TooFew("BF16/FP16 GEMM", gemm.t.size(), 3);
   if (fp8.t.empty()) return TooFew("FP8 GEMM", 0, 1);
 
@@ -137,6 +143,16 @@ absl::StatusOr<KernelFit> FitKernels(const std::vector<KernelBenchRow>& rows, co
                       setup.fit_special);
   if (!bwd.ok()) return bwd.status();
   fit.flash_backward = *bwd;
+  if (!memory.t.empty()) {
+    // The traffic term alone, at least 1 (no more than the bandwidth); the kernels are large
+    // enough (hundreds of microseconds) that a fixed cost does not show.
+    auto mem = FitRelative(memory, {false, false, true, false}, {0.0, 0.0, 1.0, 0.0});
+    if (!mem.ok()) return mem.status();
+    fit.memory = *mem;
+    fit.memory.compute = 0;
+    fit.memory.traffic = std::max(fit.memory.traffic, 1.0);
+    fit.memory.ceiling = 1;
+  }
   return fit;
 }
 

@@ -52,6 +52,9 @@ struct KernelFitSetup {
   double bandwidth_bytes_per_s = 3350e9;
   std::string flash_impl = "fa3";     // FlashAttention rows fitted (impl column)
   bool fit_special = true;            // fit the exponentials' term where head sizes differ (ablation: false)
+  // Memory-bound rows fitted (impl column): tuned kernels, as training frameworks' fused
+  // normalisations are; others (torch.compile's) check the fit.
+  std::vector<std::string> memory_impls = {"quack", "cudnn"};
   // Rows for which this returns false are left out of the fit (the hold-out tests).
   std::function<bool(const KernelBenchRow&)> use = nullptr;
 
@@ -64,7 +67,13 @@ struct KernelFit {
   KernelTerms gemm_fp8;          // FP8 GEMMs: compute fitted; traffic and overhead as gemm
   KernelTerms flash_forward;     // FlashAttention forward: compute, special (when the rows have
   KernelTerms flash_backward;    // several head sizes) and traffic fitted; backward likewise
-  int gemm_rows = 0, gemm_fp8_rows = 0, flash_forward_rows = 0, flash_backward_rows = 0;
+  KernelTerms memory;            // memory-bound kernels: traffic fitted (1 / the bandwidth's share)
+  int gemm_rows = 0, gemm_fp8_rows = 0, flash_forward_rows = 0, flash_backward_rows = 0, memory_rows = 0;
+  // The share of the memory bandwidth memory-bound kernels reach: fitted where the data has
+  // memory rows, else `otherwise`.
+  [[nodiscard]] double MemoryEfficiency(double otherwise) const noexcept {
+    return memory_rows > 0 && memory.traffic > 0 ? 1.0 / memory.traffic : otherwise;
+  }
 
   // The fitted time of a benchmark row on the setup's device, seconds.
   [[nodiscard]] double Predict(const KernelBenchRow& row) const noexcept;
@@ -74,7 +83,8 @@ struct KernelFit {
 // Fits each class on its rows: BF16/FP16 GEMMs; FP8 GEMMs (compute only, with the BF16 fit's
 // traffic and overhead); the setup's flash_impl forward and backward rows without a causal
 // mask (with the GEMM overhead; the special term only where the rows span several head
-// sizes, else 0). Causal rows are left out: they check how the fit carries to causal kernels.
+// sizes, else 0); memory-bound rows of the setup's memory_impls (traffic only, none needed).
+// Causal rows are left out: they check how the fit carries to causal kernels.
 // Errors: InvalidArgument for a setup without positive peaks and bandwidth,
 // FailedPrecondition when a class has fewer rows than coefficients to fit.
 [[nodiscard]] absl::StatusOr<KernelFit> FitKernels(const std::vector<KernelBenchRow>& rows, const KernelFitSetup& setup);

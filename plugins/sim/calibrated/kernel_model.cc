@@ -21,7 +21,7 @@ absl::StatusOr<double> KernelCalibratedModel::Time(const Kernel& k, const Device
   const double peak = device.PeakFlops(k.precision), bw = device.memory_bandwidth_bytes_per_s;
   switch (k.kind) {
     case KernelKind::kMemory:
-      return k.bytes / (bw * options_.memory_efficiency) + fit_.gemm.overhead_s;
+      return k.bytes / (bw * MemoryEfficiency()) + fit_.gemm.overhead_s;
     case KernelKind::kBatchedGemm:
       if (NameOf(k) == "flash_attention") return fit_.flash_forward.Time(k.flops, k.special_ops, peak, k.bytes, bw);
       if (NameOf(k) == "flash_attention_backward") {
@@ -67,7 +67,7 @@ absl::StatusOr<double> KernelCalibratedModel::KernelTime(double flops, double by
   const KernelTerms& gemm = fit_.For(BenchKind::kGemm, precision);
   const double efficiency = std::min(1 / gemm.compute, gemm.ceiling);
   const double compute = flops > 0 ? flops / (device.PeakFlops(precision) * efficiency) : 0.0;
-  return std::max(compute, bytes / (bw * options_.memory_efficiency)) + fit_.gemm.overhead_s;
+  return std::max(compute, bytes / (bw * MemoryEfficiency())) + fit_.gemm.overhead_s;
 }
 
 }  // namespace testbed::calibrated

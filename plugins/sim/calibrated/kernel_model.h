@@ -4,7 +4,8 @@
 //   - GEMMs (and the unfused per-head attention products): the GEMM fit, FP8 GEMMs with
 //     their own compute efficiency on the FP8 peak;
 //   - FlashAttention forward and backward: their own fits (GEMM FLOPs, exponentials, bytes);
-//   - memory-bound kernels: bytes / (bandwidth x memory_efficiency), a given efficiency;
+//   - memory-bound kernels: bytes / (bandwidth x efficiency), the efficiency fitted on the
+//     data's memory rows (or given: memory_efficiency);
 // plus the GEMM fit's fixed time per kernel. Efficiencies are relative to the peak and
 // bandwidth of the device asked about, so the H100 fit prices an H200 by its faster memory.
 #pragma once
@@ -18,8 +19,11 @@
 namespace testbed::calibrated {
 
 struct KernelModelOptions {
-  double memory_efficiency = 0.8;  // of the memory bandwidth, for memory-bound kernels
+  // Share of the memory bandwidth memory-bound kernels reach; 0: fitted on the data's memory
+  // rows, or kUnfittedMemoryEfficiency where it has none.
+  double memory_efficiency = 0;
 };
+inline constexpr double kUnfittedMemoryEfficiency = 0.8;
 
 class KernelCalibratedModel final : public DeviceModel {
  public:
@@ -37,6 +41,10 @@ class KernelCalibratedModel final : public DeviceModel {
   [[nodiscard]] absl::StatusOr<double> Time(const Kernel& k, const DeviceSpec& device) const;
 
   [[nodiscard]] const KernelFit& fit() const noexcept { return fit_; }
+  // The share of the bandwidth memory-bound kernels reach (options, else the fit).
+  [[nodiscard]] double MemoryEfficiency() const noexcept {
+    return options_.memory_efficiency > 0 ? options_.memory_efficiency : fit_.MemoryEfficiency(kUnfittedMemoryEfficiency);
+  }
 
  private:
   KernelFit fit_;
