@@ -215,19 +215,7 @@ TEST(ContextParallel, PlansItCannotRunAreRefusedByName) {
 
 // A GPT-style MoE model: attention layers (split over the CP group) and MoE layers of 8
 // experts, top-2 (their tokens exchanged inside the EP group).
-ModelGraph MoeModel() {
-  ModelShape s;
-  s.name = "cp-moe";
-  s.family = "moe-gpt";
-  s.layers = 2;
-  s.hidden = 1024;
-  s.heads = 8;
-  s.seq_len = 2048;
-  s.vocab = 1024;
-  s.experts = 8;
-  s.top_k = 2;
-  return *BuildModelGraph(s);
-}
+ModelGraph MoeModel() { return MoeGpt(MoeSpec{2, 1024, 8, 2048, 8, 2}); }
 
 // Context and expert parallelism in one plan, over 8 replicas of one stage: EP groups that
 // span CP groups (CP 2, EP 4), CP groups that span EP groups (CP 4, EP 2) and equal ones. Every

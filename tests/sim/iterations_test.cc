@@ -150,19 +150,7 @@ TEST(Iterations, PipeDream2BWCanStepAtEachIterationsLastBackwardInstead) {
   EXPECT_GT(waiting, deferring);
 }
 
-ModelGraph Moe() {
-  ModelShape s;
-  s.name = "test-moe";
-  s.family = "moe-gpt";
-  s.layers = 1;
-  s.hidden = 256;
-  s.heads = 4;
-  s.seq_len = 128;
-  s.vocab = 1024;
-  s.experts = 4;
-  s.top_k = 1;
-  return *BuildModelGraph(s);
-}
+ModelGraph Moe() { return MoeGpt(MoeSpec{}); }
 
 // One stage of the whole model on four data-parallel replicas, one micro-batch of one sample.
 GridSpec FourReplicas(const ModelGraph& model) {

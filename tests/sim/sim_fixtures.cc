@@ -145,6 +145,20 @@ Cluster Hoppers(int devices) {
   return *Cluster::Build("hopper", {NodeGroup{type, 1}});
 }
 
+ModelGraph MoeGpt(const MoeSpec& spec) {
+  ModelShape s;
+  s.name = "test-moe";
+  s.family = "moe-gpt";
+  s.layers = spec.blocks;
+  s.hidden = spec.hidden;
+  s.heads = spec.heads;
+  s.seq_len = spec.seq;
+  s.vocab = 1024;
+  s.experts = spec.experts;
+  s.top_k = spec.top_k;
+  return *BuildModelGraph(s);
+}
+
 ModelGraph LlamaLike(int blocks, std::int64_t vocab) {
   ModelShape m;
   m.name = "llama-ish";

@@ -73,6 +73,13 @@ TaskId AddTransfer(Schedule& s, DeviceId a, DeviceId b, std::int64_t bytes, std:
 // A Llama-3-8B-like stack of `blocks`: 4096 wide, 32 heads, 8 KV heads, SwiGLU 14336,
 // sequence 4096, FlashAttention, rotary positions, untied embeddings.
 [[nodiscard]] ModelGraph LlamaLike(int blocks, std::int64_t vocab);
+// A GPT-style MoE stack ("moe-gpt"): `blocks` of attention and an MoE layer of `experts`
+// experts, top-`top_k` routing, vocabulary 1024.
+struct MoeSpec {
+  int blocks = 1;
+  std::int64_t hidden = 256, heads = 4, seq = 128, experts = 4, top_k = 1;
+};
+[[nodiscard]] ModelGraph MoeGpt(const MoeSpec& spec);
 // n blocks with measured times and parameter counts (the "layers" family).
 [[nodiscard]] ModelGraph MeasuredLayers(int n, double fwd_s, double bwd_s, std::int64_t params);
 // Blocks split evenly over pp x chunks (embedding with the first, head with the last).
