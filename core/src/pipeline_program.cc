@@ -127,7 +127,7 @@ absl::StatusOr<PipelineProgram> InterleavedProgram(int pp, int chunks, int m, in
   p.stages.resize(static_cast<size_t>(pp));
   // Groups other than pp meet a stage's activations and gradients in orders its neighbours
   // do not share; Megatron-Core posts each step's transfers of both directions together.
-  p.p2p_by_direction = group != pp || m % pp != 0;
+  p.p2p_by_direction = group != pp;  // an accepted group of pp means m is a multiple of pp
   const int total = m * chunks;
   // Megatron-Core's schedule table: the micro-batches in groups of `group` (the last group
   // takes what is left), each group running chunk 0 of its micro-batches, then chunk 1, and
@@ -144,9 +144,13 @@ absl::StatusOr<PipelineProgram> InterleavedProgram(int pp, int chunks, int m, in
   for (int s = 0; s < pp; ++s) {
     auto& ops = p.stages[static_cast<size_t>(s)];
     const int warmup = std::min(total, (pp - s - 1) * 2 + (chunks - 1) * group);
-    auto forward = [&](int k) { ops.push_back({PipelineOp::Kind::kForward, table[static_cast<size_t>(k)].second, table[static_cast<size_t>(k)].first}); };
+    auto forward = [&](int k) {
+      const auto [mb, c] = table[static_cast<size_t>(k)];
+      ops.push_back({PipelineOp::Kind::kForward, c, mb});
+    };
     auto backward = [&](int k) {
-      ops.push_back({PipelineOp::Kind::kBackward, chunks - 1 - table[static_cast<size_t>(k)].second, table[static_cast<size_t>(k)].first});
+      const auto [mb, c] = table[static_cast<size_t>(k)];
+      ops.push_back({PipelineOp::Kind::kBackward, chunks - 1 - c, mb});
     };
     for (int k = 0; k < warmup; ++k) forward(k);
     for (int i = 0; i < total - warmup; ++i) {
