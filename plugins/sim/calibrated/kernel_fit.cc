@@ -148,10 +148,9 @@ absl::StatusOr<KernelFit> FitKernels(const std::vector<KernelBenchRow>& rows, co
     // enough (hundreds of microseconds) that a fixed cost does not show.
     auto mem = FitRelative(memory, {false, false, true, false}, {0.0, 0.0, 1.0, 0.0});
     if (!mem.ok()) return mem.status();
-    fit.memory = *mem;
-    fit.memory.compute = 0;
+    fit.memory = *mem;  // compute stays at its fixed 0
     fit.memory.traffic = std::max(fit.memory.traffic, 1.0);
-    fit.memory.ceiling = 1;
+    fit.memory.ceiling = 1;  // no FLOPs: BestFraction's 0 would mean nothing
   }
   return fit;
 }
