@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "memory_budget.h"
 #include "node_topology.h"
 
@@ -32,6 +33,18 @@ const char* LinkKindName(LinkKind kind) noexcept {
 
 namespace {
 constexpr const char* kViaNicsName = "via-nic";
+constexpr const char* kNicName = "nic";
+
+// "nic<k>" with 0 <= k < kMaxNicRails gives k; -1 for anything else, -2 for a rail out of range.
+int ParseRail(absl::string_view part) {
+  if (!absl::ConsumePrefix(&part, kNicName) || part.empty()) return -1;
+  int rail = 0;
+  for (char c : part) {
+    if (c < '0' || c > '9') return -1;
+    rail = std::min(rail * 10 + (c - '0'), kMaxNicRails);
+  }
+  return rail < kMaxNicRails ? rail : -2;
+}
 }  // namespace
 
 std::string LinkKindsName(LinkKinds kinds) {
@@ -43,13 +56,27 @@ std::string LinkKindsName(LinkKinds kinds) {
     }
   }
   if ((kinds & kViaNics) != 0) names.emplace_back(kViaNicsName);
+  if (NicRailOf(kinds) != 0) names.emplace_back(absl::StrCat(kNicName, NicRailOf(kinds)));
   return names.empty() ? "any" : absl::StrJoin(names, "+");
 }
 
 absl::StatusOr<LinkKinds> LinkKindsFromName(const std::string& name) {
   if (name == "any") return LinkKinds{0};
   LinkKinds kinds = 0;
+  bool rail_given = false;
   for (absl::string_view part : absl::StrSplit(name, absl::ByAnyChar("+,"))) {
+    if (part == "any") continue;
+    if (const int rail = ParseRail(part); rail != -1) {
+      if (rail < 0 || rail_given) {
+        return absl::InvalidArgumentError(absl::StrCat("link class '", name, "': ",
+                                                       rail < 0 ? absl::StrCat("NIC rail '", part, "' is out of range (nic0 to nic",
+                                                                               kMaxNicRails - 1, ")")
+                                                                : "names more than one NIC rail"));
+      }
+      rail_given = true;
+      kinds |= NicRail(rail);
+      continue;
+    }
     bool found = part == kViaNicsName;
     if (found) kinds |= kViaNics;
     for (int k = 0; k <= static_cast<int>(LinkKind::kOther); ++k) {
@@ -61,7 +88,8 @@ absl::StatusOr<LinkKinds> LinkKindsFromName(const std::string& name) {
     if (!found) {
       return absl::InvalidArgumentError(absl::StrCat("unknown link kind '", part,
                                                      "' (expected nvlink, pcie, cpu, infiniband, ethernet, other or any, "
-                                                     "joined by '+', and via-nic)"));
+                                                     "joined by '+', and via-nic or a NIC rail nic0 to nic",
+                                                     kMaxNicRails - 1, ")"));
     }
   }
   return kinds;
@@ -122,9 +150,26 @@ Cluster& Cluster::operator=(const Cluster& other) = default;
 Cluster Cluster::Over(LinkKinds kinds) const {
   Cluster view(*this);
   const LinkKinds k = kinds & kAllLinkKinds;
-  view.route_kinds_ = static_cast<LinkKinds>((k == kAllLinkKinds ? 0 : k) | (kinds & kViaNics));
+  view.route_kinds_ = static_cast<LinkKinds>((k == kAllLinkKinds ? 0 : k) | (kinds & (kViaNics | kNicRailMask)));
   return view;
 }
+
+namespace {
+// How a view restricts routes, for CheckRoutes' message: "that crosses only nvlink links",
+// "that leaves the node through NICs (via-nic)", "through each device's NIC of rail 1 (nic1)".
+std::string RouteDescription(LinkKinds kinds) {
+  std::vector<std::string> parts;
+  if ((kinds & kAllLinkKinds) != 0) {
+    parts.push_back(absl::StrCat("crosses only ", LinkKindsName(kinds & kAllLinkKinds), " links"));
+  }
+  if ((kinds & kViaNics) != 0) parts.emplace_back("leaves the node through NICs (via-nic)");
+  if (NicRailOf(kinds) != 0) {
+    parts.push_back(absl::StrCat("leaves a node through each device's NIC of rail ", NicRailOf(kinds), " (nic",
+                                 NicRailOf(kinds), "; a device's NICs are listed in its node's nic_of)"));
+  }
+  return absl::StrJoin(parts, " and ");
+}
+}  // namespace
 
 absl::Status Cluster::CheckRoutes(const std::vector<DeviceId>& group) const {
   if (route_kinds_ == 0) return absl::OkStatus();
@@ -133,9 +178,7 @@ absl::Status Cluster::CheckRoutes(const std::vector<DeviceId>& group) const {
       if (a != b && Route(a, b).empty()) {
         return absl::InvalidArgumentError(absl::StrCat("no route from device ", a, " to device ", b, " in cluster '",
                                                        impl_->name, "' ",
-                                                       (route_kinds_ & kAllLinkKinds) == 0
-                                                           ? "leaves the node through NICs (via-nic)"
-                                                           : absl::StrCat("crosses only ", LinkKindsName(route_kinds_), " links")));
+                                                       RouteDescription(route_kinds_)));
       }
     }
   }
@@ -351,8 +394,9 @@ std::vector<LinkId> Cluster::Route(DeviceId a, DeviceId b) const {
   }
   const NodeTopology& tb = im.Topo(db.node);
   const LinkId offb = im.first_link_of_node[static_cast<size_t>(db.node)];
-  const int nic_a = ta.nic_of_device(da.local_index);
-  const int nic_b = tb.nic_of_device(db.local_index);
+  const int rail = NicRailOf(route_kinds_);
+  const int nic_a = ta.nic_of_device(da.local_index, rail);
+  const int nic_b = tb.nic_of_device(db.local_index, rail);
   if (nic_a < 0 || nic_b < 0) return {};
   if (!local(ta, offa, da.local_index, nic_a)) return {};
   out.push_back(im.NicUp(da.node, nic_a));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace testbed::internal {
 namespace {
@@ -200,12 +201,25 @@ absl::StatusOr<NodeTopology> NodeTopology::Build(const NodeType& type, bool all_
                                                      type.devices, " devices"));
     }
     for (int i = 0; i < type.devices; ++i) {
-      auto it = index.find(type.nic_of[static_cast<size_t>(i)]);
-      if (it == index.end() || it->second < t.first_nic_) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": nic_of names '", type.nic_of[static_cast<size_t>(i)],
-                                                       "', which is not one of its nics"));
+      // "nic0+nic1": the device's NICs, rail 0 first.
+      const std::vector<std::string> names = absl::StrSplit(type.nic_of[static_cast<size_t>(i)], '+');
+      if (names.size() > static_cast<size_t>(kMaxNicRails)) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": nic_of[", i, "] lists ", names.size(),
+                                                       " NICs; at most ", kMaxNicRails, " rails"));
       }
-      t.nic_of_device_[static_cast<size_t>(i)] = it->second;
+      for (size_t r = 0; r < names.size(); ++r) {
+        auto it = index.find(names[r]);
+        if (it == index.end() || it->second < t.first_nic_) {
+          return absl::InvalidArgumentError(absl::StrCat(where, ": nic_of[", i, "] names '", names[r],
+                                                         "', which is not one of its nics"));
+        }
+        if (r == 0) {
+          t.nic_of_device_[static_cast<size_t>(i)] = it->second;
+          continue;
+        }
+        if (t.other_rails_.size() < r) t.other_rails_.resize(r, std::vector<int>(static_cast<size_t>(type.devices), -1));
+        t.other_rails_[r - 1][static_cast<size_t>(i)] = it->second;
+      }
     }
   } else if (t.num_nics_ > 0) {
     std::vector<int> nics;

@@ -29,8 +29,13 @@ class NodeTopology {
   [[nodiscard]] int link_from(int l) const { return link_from_[static_cast<size_t>(l)]; }
   [[nodiscard]] int link_to(int l) const { return link_to_[static_cast<size_t>(l)]; }
   [[nodiscard]] const LinkSpec& link_spec(int l) const { return link_spec_[static_cast<size_t>(l)]; }
-  // Endpoint index of device `d`'s NIC (-1 if none), and of each host (NodeType::hosts).
-  [[nodiscard]] int nic_of_device(int d) const { return nic_of_device_[static_cast<size_t>(d)]; }
+  // Endpoint index of device `d`'s NIC of `rail` (-1 if none: NodeType::nic_of), and of each
+  // host (NodeType::hosts).
+  [[nodiscard]] int nic_of_device(int d, int rail = 0) const {
+    if (rail == 0) return nic_of_device_[static_cast<size_t>(d)];
+    const size_t r = static_cast<size_t>(rail - 1);
+    return r < other_rails_.size() ? other_rails_[r][static_cast<size_t>(d)] : -1;
+  }
   [[nodiscard]] const std::vector<int>& host_endpoints() const noexcept { return host_endpoints_; }
   [[nodiscard]] int nearest_host(int d) const { return nearest_host_[static_cast<size_t>(d)]; }
 
@@ -51,6 +56,8 @@ class NodeTopology {
   std::vector<LinkSpec> link_spec_;
   std::vector<std::vector<int>> out_links_;
   std::vector<int> nic_of_device_, host_endpoints_, nearest_host_;
+  // other_rails_[r - 1][d]: device d's NIC of rail r (-1 where it has fewer NICs).
+  std::vector<std::vector<int>> other_rails_;
   int num_nics_ = 0, first_nic_ = 0, devices_ = 0;
   // Trees found so far, shared by copies of the cluster (the topology never changes). A slot
   // is read without the lock once set; setting it takes the lock, and a tree is never freed

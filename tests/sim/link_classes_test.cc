@@ -69,6 +69,22 @@ TEST(LinkClasses, NamesParseAndPrint) {
   EXPECT_EQ(LinkKindsName(kViaNics), "via-nic");
   EXPECT_EQ(LinkKindsName(kAllLinkKinds | kViaNics), "via-nic");
   EXPECT_EQ(LinkKindsName(LinkKindBit(LinkKind::kPcie) | kViaNics), "pcie+via-nic");
+  // NIC rails: nic0 is the usual route and adds nothing; "any" adds nothing beside a rail.
+  EXPECT_EQ(*LinkKindsFromName("nic1"), NicRail(1));
+  EXPECT_EQ(*LinkKindsFromName("nic0"), 0);
+  EXPECT_EQ(*LinkKindsFromName("any+nic3"), NicRail(3));
+  EXPECT_EQ(*LinkKindsFromName("via-nic+nic15"), kViaNics | NicRail(15));
+  EXPECT_EQ(NicRailOf(*LinkKindsFromName("nvlink+infiniband+nic2")), 2);
+  EXPECT_EQ(LinkKindsName(NicRail(1)), "nic1");
+  EXPECT_EQ(LinkKindsName(kViaNics | NicRail(2)), "via-nic+nic2");
+  EXPECT_EQ(LinkKindsName(LinkKindBit(LinkKind::kPcie) | NicRail(1)), "pcie+nic1");
+  for (const char* wrong : {"nic16", "nic1+nic2", "nicx", "nic"}) {
+    const auto r = LinkKindsFromName(wrong);
+    ASSERT_FALSE(r.ok()) << wrong;
+    EXPECT_NE(r.status().message().find(wrong), std::string::npos) << r.status();
+  }
+  EXPECT_NE(LinkKindsFromName("nic16").status().message().find("out of range (nic0 to nic15)"), std::string::npos);
+  EXPECT_NE(LinkKindsFromName("nic1+nic2").status().message().find("more than one NIC rail"), std::string::npos);
   const auto bad = LinkKindsFromName("nvlink+pci");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown link kind 'pci'"), std::string::npos) << bad.status();
@@ -190,6 +206,97 @@ TEST(LinkClasses, GathersOnNvlinkAndViaNicsEndAtTheirIsolatedTimes) {
   ASSERT_EQ(both.task_end_s.size(), 2u);
   EXPECT_NEAR(both.task_end_s[0], nv, nv * 1e-9);
   EXPECT_NEAR(both.task_end_s[1], via, via * 1e-9);
+}
+
+// Nodes of one device with two NICs (nic_of "nic0+nic1"). With `uplink_bw` both NICs sit
+// behind one PCIe switch and the device's own PCIe link (of that bandwidth) carries both
+// rails, as a DGX A100 GPU reaches its neighbour's NIC; without, each NIC has a PCIe link of
+// its own to the device.
+Cluster NodesWithTwoNicsPerDevice(int nodes, double uplink_bw = 0) {
+  NodeType type = TestNode("two-rails", 1);
+  const LinkSpec pcie{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat};
+  if (uplink_bw > 0) {
+    type.hubs = {"pcisw"};
+    type.links = {{"gpu0", "pcisw", LinkSpec{"uplink", LinkKind::kPcie, uplink_bw, kPcieLat}},
+                  {"nic0", "pcisw", pcie},
+                  {"nic1", "pcisw", pcie}};
+  } else {
+    type.links = {{"gpu0", "nic0", pcie}, {"gpu0", "nic1", pcie}};
+  }
+  type.nics = {"nic0", "nic1"};
+  type.nic_of = {"nic0+nic1"};
+  type.nic_link = LinkSpec{"ib", LinkKind::kInfiniband, kIbBw, kIbLat};
+  auto c = Cluster::Build("two-rails", {NodeGroup{type, nodes}});
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+TEST(LinkClasses, ANicRailLeavesTheNodesThroughEachDevicesNicOfThatRail) {
+  const Cluster c = NodesWithTwoNicsPerDevice(2);
+  auto names = [&](const Cluster& view, DeviceId a, DeviceId b) {
+    std::vector<std::string> out;
+    for (LinkId l : view.Route(a, b)) out.push_back(view.links()[static_cast<size_t>(l)].name);
+    return out;
+  };
+  // The usual route is rail 0; nic1 takes the second NIC on both sides.
+  EXPECT_EQ(names(c, 0, 1), (std::vector<std::string>{"n0.gpu0>nic0", "n0.nic0>fabric", "fabric>n1.nic0",
+                                                      "n1.nic0>gpu0"}));
+  EXPECT_EQ(c.Over(0).Route(0, 1), c.Route(0, 1));
+  const Cluster rail1 = c.Over(NicRail(1));
+  EXPECT_EQ(rail1.route_kinds(), NicRail(1));
+  EXPECT_EQ(names(rail1, 0, 1), (std::vector<std::string>{"n0.gpu0>nic1", "n0.nic1>fabric", "fabric>n1.nic1",
+                                                          "n1.nic1>gpu0"}));
+  for (LinkId l : rail1.Route(0, 1)) {
+    for (LinkId m : c.Route(0, 1)) EXPECT_NE(l, m);
+  }
+  // A rail restricts only the NICs: kinds still restrict every link.
+  EXPECT_TRUE(c.Over(LinkKindBit(LinkKind::kPcie) | NicRail(1)).Route(0, 1).empty());
+  EXPECT_EQ(c.Over(LinkKindBit(LinkKind::kPcie) | LinkKindBit(LinkKind::kInfiniband) | NicRail(1)).Route(0, 1),
+            rail1.Route(0, 1));
+  // A rail the devices do not have: no route, and the error names the rail and nic_of.
+  const absl::Status none = c.Over(NicRail(2)).CheckRoutes({0, 1});
+  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(none.message().find("NIC of rail 2 (nic2"), std::string::npos) << none;
+  EXPECT_NE(none.message().find("nic_of"), std::string::npos) << none;
+}
+
+TEST(LinkClasses, GathersOnTwoNicRailsEndAtTheirIsolatedTimesUnlessTheyShareALink) {
+  // Ring all-gather over two nodes: one step of S/2 over PCIe, the NIC's link up and down
+  // and PCIe, at the InfiniBand bandwidth (the slowest), after the four links' latencies.
+  const double S = 64e6;
+  const double alone = S / 2 / kIbBw + 2 * kPcieLat + 2 * kIbLat;
+  const Cluster own = NodesWithTwoNicsPerDevice(2);
+  const SimResult both = RunGathers(own, {0, 1}, {{0, streams::kParamComm, S}, {NicRail(1), streams::kParamComm2, S}});
+  ASSERT_EQ(both.task_end_s.size(), 2u);
+  EXPECT_NEAR(both.task_end_s[0], alone, alone * 1e-9);
+  EXPECT_NEAR(both.task_end_s[1], alone, alone * 1e-9);
+  // Both unpinned: the same rail, shared, twice as long.
+  const SimResult same = RunGathers(own, {0, 1}, {{0, streams::kParamComm, S}, {0, streams::kParamComm2, S}});
+  EXPECT_NEAR(same.iteration_time_s, 2 * (S / 2) / kIbBw + 2 * kPcieLat + 2 * kIbLat, alone * 1e-9);
+  // Behind one PCIe switch the device's PCIe link carries both rails. Under a 12 GB/s
+  // uplink (more than the two 5 GB/s rails together) both run at the rail's own rate; under an 8 GB/s one each gets half of it, 4 GB/s. The path to the switch
+  // adds one PCIe hop's latency on each side.
+  const double lat = 4 * kPcieLat + 2 * kIbLat;
+  const SimResult wide = RunGathers(NodesWithTwoNicsPerDevice(2, 12e9), {0, 1},
+                                    {{0, streams::kParamComm, S}, {NicRail(1), streams::kParamComm2, S}});
+  EXPECT_NEAR(wide.iteration_time_s, S / 2 / kIbBw + lat, 1e-12);
+  const Cluster narrow = NodesWithTwoNicsPerDevice(2, 8e9);
+  const SimResult one = RunGathers(narrow, {0, 1}, {{NicRail(1), streams::kParamComm2, S}});
+  EXPECT_NEAR(one.iteration_time_s, S / 2 / kIbBw + lat, 1e-12);
+  const SimResult two = RunGathers(narrow, {0, 1}, {{0, streams::kParamComm, S}, {NicRail(1), streams::kParamComm2, S}});
+  EXPECT_NEAR(two.iteration_time_s, S / 2 / 4e9 + lat, 1e-12);
+}
+
+TEST(LinkClasses, NicOfListsEachDevicesRailsAndNamesAnUnknownOne) {
+  NodeType type = TestNode("two-rails", 1);
+  type.links = {{"gpu0", "nic0", LinkSpec{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat}}};
+  type.nics = {"nic0"};
+  type.nic_of = {"nic0+nic7"};
+  type.nic_link = LinkSpec{"ib", LinkKind::kInfiniband, kIbBw, kIbLat};
+  auto c = Cluster::Build("bad", {NodeGroup{type, 2}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("nic_of[0] names 'nic7', which is not one of its nics"), std::string::npos)
+      << c.status();
 }
 
 TEST(LinkClasses, APinnedCollectiveWithoutARouteIsAnErrorNamingTheTask) {

@@ -21,9 +21,10 @@ using LinkId = std::int32_t;
 enum class LinkKind { kNvlink, kPcie, kCpuInterconnect, kInfiniband, kEthernet, kOther };
 [[nodiscard]] const char* LinkKindName(LinkKind kind) noexcept;
 
-// A set of link kinds, one bit per LinkKind (bit k for the kind of value k). 0 stands for
-// every kind where a set restricts routes ("route as usual").
-using LinkKinds = std::uint8_t;
+// A set of link kinds, one bit per LinkKind (bit k for the kind of value k), with two route
+// options beside them (kViaNics, a NIC rail). 0 stands for every kind where a set restricts
+// routes ("route as usual").
+using LinkKinds = std::uint16_t;
 [[nodiscard]] constexpr LinkKinds LinkKindBit(LinkKind kind) noexcept {
   return static_cast<LinkKinds>(1u << static_cast<unsigned>(kind));
 }
@@ -34,10 +35,26 @@ inline constexpr LinkKinds kAllLinkKinds = 0x3f;
 // shared memory are off, so that in-node traffic can use the NICs beside NVLink. Devices of
 // different nodes route as usual. The kinds, when given, still restrict every link crossed.
 inline constexpr LinkKinds kViaNics = 0x40;
-// "nvlink", "pcie+cpu", "any" (for 0 or every kind), "via-nic", "pcie+infiniband+via-nic".
+// A NIC rail beside the kinds ("nic1"): a route that leaves a node leaves it through the
+// device's NIC of that rail (NodeType::nic_of lists a device's NICs, rail 0 first) and enters
+// the other node through its device's NIC of the same rail. Rail 0 (no bits) is every
+// device's first NIC, the usual route; a device without a NIC of the rail has no such route.
+// Bits 8-11 hold the rail, so rails 0 to 15.
+inline constexpr int kNicRailShift = 8;
+inline constexpr LinkKinds kNicRailMask = 0x0f00;
+inline constexpr int kMaxNicRails = 16;
+[[nodiscard]] constexpr LinkKinds NicRail(int rail) noexcept {
+  return static_cast<LinkKinds>((static_cast<unsigned>(rail) << kNicRailShift) & kNicRailMask);
+}
+[[nodiscard]] constexpr int NicRailOf(LinkKinds kinds) noexcept {
+  return static_cast<int>((kinds & kNicRailMask) >> kNicRailShift);
+}
+// "nvlink", "pcie+cpu", "any" (for 0 or every kind), "via-nic", "pcie+infiniband+via-nic",
+// "nic1", "via-nic+nic1".
 [[nodiscard]] std::string LinkKindsName(LinkKinds kinds);
-// Parses names joined by '+' or ',' ("pcie+cpu", "via-nic"); "any" gives 0. InvalidArgument
-// naming the unknown kind and the known ones.
+// Parses names joined by '+' or ',' ("pcie+cpu", "via-nic", "any+nic1"); "any" gives 0 (and
+// adds nothing beside a rail). InvalidArgument naming the unknown kind and the known ones, or
+// a rail out of range or given twice.
 [[nodiscard]] absl::StatusOr<LinkKinds> LinkKindsFromName(const std::string& name);
 
 struct LinkSpec {
@@ -80,7 +97,9 @@ struct NodeType {
   std::vector<std::string> nics;
   std::vector<LocalLink> links;  // full duplex
   LinkSpec nic_link;             // NIC to the inter-node fabric, per direction
-  // NIC used by each device for inter-node traffic (empty: the nearest NIC).
+  // NIC used by each device for inter-node traffic (empty: the nearest NIC). An entry may name
+  // several NICs joined by '+' ("nic0+nic1"): the device's NIC of rail 0, rail 1, ... (a link
+  // class "nic1" routes over the second; the usual routes use the first).
   std::vector<std::string> nic_of;
 };
 
@@ -178,7 +197,7 @@ class Cluster {
   // PCIe, HSDP) is planned on such a view.
   [[nodiscard]] Cluster Over(LinkKinds kinds) const;
   // The kinds routes may cross (0: every kind), with kViaNics when in-node pairs route through
-  // their NICs.
+  // their NICs, and the NIC rail routes leave a node through (NicRailOf).
   [[nodiscard]] LinkKinds route_kinds() const noexcept { return route_kinds_; }
   // OK when every ordered pair of `group` has a route over route_kinds(); otherwise
   // InvalidArgument naming the first pair without one and the kinds allowed.

@@ -143,16 +143,17 @@ struct Task {
   Phase phase = Phase::kForward;  // compute; for send/recv: activation (forward) or gradient (backward)
   CollectiveOp op = CollectiveOp::kAllReduce;
   bool checkpoint = false;        // forward that keeps only its input (a recompute task follows)
-  // Collective or send: the link kinds its transfers may cross (0: any, the cluster's best
-  // routes). The simulator plans it on Cluster::Over(links), so an all-gather pinned to NVLink
-  // and one pinned to PCIe move at the same time without sharing a link (HSDP). Real
-  // communicators choose their own paths and ignore it.
-  LinkKinds links = 0;
   // Communication: how urgent its transfers are where links are shared. A link carries only
   // its most urgent transfers at a time, sharing its bandwidth evenly among them; the others
   // on it wait (strict priority per link, as a runtime that holds traffic back while more
   // urgent traffic is on the link: TriRace's). All 0: every transfer shares evenly.
   std::uint8_t priority = 0;
+  // Collective or send: the link kinds its transfers may cross (0: any, the cluster's best
+  // routes). The simulator plans it on Cluster::Over(links), so an all-gather pinned to NVLink
+  // and one pinned to PCIe move at the same time without sharing a link (HSDP), and
+  // one pinned to a NIC rail ("nic1") leaves the nodes through other NICs. Real
+  // communicators choose their own paths and ignore it.
+  LinkKinds links = 0;
   DeviceId device = -1;           // compute, kernel, send, recv, copy; -1 when the task runs on a group
   DeviceId peer = -1;             // send: destination; recv: source
   // Collective: its members. Compute with device -1: a tensor-parallel gang, the same layers

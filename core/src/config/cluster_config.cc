@@ -39,7 +39,7 @@ const std::vector<ParamSpec>& NodeSchema() {
       ParamSpec::StringList("hubs", {}).Doc("other endpoints inside the node: CPU sockets, PCIe switches, NVSwitch"),
       ParamSpec::StringList("hosts", {}).Doc("hubs that are host memory, the ends of host-device copies (default: hubs named cpu*)"),
       ParamSpec::StringList("nics", {}).Doc("network interfaces to the inter-node fabric"),
-      ParamSpec::StringList("nic_of", {}).Doc("NIC used by each device (default: the nearest)"),
+      ParamSpec::StringList("nic_of", {}).Doc("NIC used by each device (default: the nearest); an entry may list several joined by '+', rail 0 first ('nic0+nic1': link class nic1 routes over the second)"),
       ParamSpec::StringList("device_links", {})
           .Doc("[endpoint, link type]: a link of that type from every device to that endpoint (a switch), besides `links`"),
       ParamSpec::String("nic_link", "").Doc("link type of each NIC's port to the fabric"),
