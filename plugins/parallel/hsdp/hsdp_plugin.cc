@@ -5,7 +5,9 @@
 // times from the device model) and solves it with CBC (strategy_search.h); the chosen split
 // goes into Plan::param_links, which the scheduler turns into pinned collectives. With
 // split = "even" every layer is dealt evenly over the classes instead (no solver, and no need
-// for independent classes: an ablation of the search, and a split on any cluster).
+// for independent classes: an ablation of the search, and a split on any cluster). With
+// shared_links = "add" the search accepts classes that meet on a link and the cost model adds
+// their loads there (groups that span nodes meet at least on the devices' PCIe links).
 #include <algorithm>
 #include <limits>
 
@@ -23,6 +25,9 @@ struct Settings {
   int chunks = 8;
   double time_limit_s = 30;
   bool even = false;  // split = "even": no search
+  // shared_links = "add": classes whose collectives cross a common link are accepted, and
+  // the cost model adds their loads there (otherwise refused: the paper's premise).
+  bool share = false;
 };
 
 class Hsdp final : public ShardPlanner {
@@ -47,7 +52,9 @@ class Hsdp final : public ShardPlanner {
       std::vector<DeviceId> group;
       for (int d = 0; d < plan.dp(s); ++d) group.push_back(plan.DeviceOf(d, s, 0));
       auto costs = LinkClassCosts(group, s_.classes, pc.cluster);
-      absl::Status fit = !costs.ok() ? costs.status() : s_.even ? absl::OkStatus() : CheckIndependent(*costs, pc.cluster);
+      absl::Status fit = !costs.ok()            ? costs.status()
+                         : s_.even || s_.share ? absl::OkStatus()
+                                               : CheckIndependent(*costs, pc.cluster);
       if (!fit.ok()) return absl::Status(fit.code(), absl::StrCat("stage ", s, ": ", fit.message()));
       Problem problem;
       problem.classes = std::move(*costs);
@@ -126,12 +133,18 @@ absl::Status Register(Registry& r) {
           ParamSpec::StringList("classes", {"any", "pcie+cpu"})
               .Doc("the link classes, at most two: kinds joined by '+' (nvlink, pcie, cpu, infiniband, ethernet, other) "
                    "or 'any' for the cluster's own routes, and 'via-nic' for in-node routes out through the NICs and "
-                   "back through the switch; every data-parallel group needs a route on each"),
+                   "back through the switch, and a NIC rail nic1, nic2, ... for routes that leave the nodes through "
+                   "each device's NIC of that rail (the node's nic_of lists them); every data-parallel group needs a "
+                   "route on each"),
           ParamSpec::Int("chunks", 8).Range(1, 64).Doc("equal pieces of each layer the strategy assigns to classes"),
           ParamSpec::Double("time_limit", 30).Range(0.1, 3600).Unit("s").Doc("the solver's time limit per stage"),
           ParamSpec::Choice("split", "solve", {"solve", "even"})
               .Doc("solve: the cost model's optimum found by CBC (classes must not share a link); even: every layer's "
                    "chunks dealt evenly over the classes, without a search"),
+          ParamSpec::Choice("shared_links", "refuse", {"refuse", "add"})
+              .Doc("refuse: classes whose collectives cross a common link are refused, naming it (the paper's premise "
+                   "of independent links); add: accepted, the cost model adding their loads on the links they share "
+                   "(data-parallel groups that span nodes, several NICs behind one PCIe link)"),
       },
       [](const ParamSet& p) -> absl::StatusOr<std::unique_ptr<ShardPlanner>> {
         ParamReader read(p, "hsdp");
@@ -140,6 +153,7 @@ absl::Status Register(Registry& r) {
         s.chunks = static_cast<int>(read.Get<std::int64_t>("chunks"));
         s.time_limit_s = read.Get<double>("time_limit");
         s.even = read.Get<std::string>("split") == "even";
+        s.share = read.Get<std::string>("shared_links") == "add";
         TESTBED_RETURN_IF_ERROR(read.status());
         if (names.empty() || names.size() > 2) {
           return absl::InvalidArgumentError(absl::StrCat("hsdp: classes names ", names.size(), " link classes; expected 1 or 2"));

@@ -84,7 +84,8 @@ absl::Status CheckIndependent(const std::vector<ClassCost>& classes, const Clust
               "link classes '", classes[j].name, "' and '", classes[i].name, "' both cross link ",
               cluster.links()[static_cast<size_t>(a)].name,
               " for this data-parallel group; HSDP splits the weights over independent links (choose classes whose "
-              "routes do not meet, e.g. nvlink and pcie+cpu inside a node)"));
+              "routes do not meet, e.g. nvlink and pcie+cpu inside a node, or set shared_links = \"add\" to let "
+              "the cost model add their loads on the links they share)"));
         }
       }
     }

@@ -3,7 +3,8 @@
 // cluster's view over that class (Cluster::Over), and the plan, divided by its size, gives
 // each link's seconds per buffer byte and the class's fixed latency. Links that two classes
 // share keep one entry per class, so the cost model sees their loads add up (a lower bound:
-// the simulator's fair sharing can be slower); CheckIndependent refuses such classes.
+// the simulator's fair sharing can be slower); CheckIndependent refuses such classes unless
+// the planner is told to share (shared_links = "add").
 #pragma once
 
 #include <string>

@@ -1,5 +1,6 @@
 // HSDP's planner: what a byte costs on each link class (against the ring's closed form), the
-// cost model on cases worked by hand, and CBC's optimum against enumerating every strategy.
+// cost model on cases worked by hand, and CBC's optimum against enumerating every strategy,
+// also for two NIC rails that share a PCIe link.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -172,6 +173,53 @@ TEST(HsdpSearch, CommunicationBoundLayersSplitInProportionToBandwidth) {
   for (const auto& row : best->strategy.pieces) EXPECT_EQ(row, (std::vector<int>{10, 2}));
   EXPECT_LT(best->cost_s, StrategyCost(p, SingleClass(p, 0)) / 1.15);
   EXPECT_EQ(Describe(p, best->strategy), "2 layers: nvlink 10/12, pcie 2/12");
+}
+
+// Two nodes of one device with two NICs behind one PCIe switch; the device's PCIe link to the
+// switch (`uplink` bytes/s) carries both rails.
+constexpr double kIbBw = 5e9;
+Cluster TwoRails(double uplink) {
+  NodeType type = testing::TestNode("two-rails", 1);
+  const LinkSpec pcie{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat};
+  type.hubs = {"pcisw"};
+  type.links = {{"gpu0", "pcisw", LinkSpec{"uplink", LinkKind::kPcie, uplink, kPcieLat}},
+                {"nic0", "pcisw", pcie},
+                {"nic1", "pcisw", pcie}};
+  type.nics = {"nic0", "nic1"};
+  type.nic_of = {"nic0+nic1"};
+  type.nic_link = LinkSpec{"ib", LinkKind::kInfiniband, kIbBw, 1e-6};
+  auto c = Cluster::Build("two-rails", {NodeGroup{type, 2}});
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+TEST(HsdpSearch, TwoNicRailsThatMeetOnAPcieLinkAddTheirLoadsThere) {
+  collectives::Ring ring(collectives::CommTuning{});
+  const double S = 100e6;  // per layer; no compute, so the layers' communication is the time
+  for (const double uplink : {12e9, 8e9}) {
+    const Cluster c = TwoRails(uplink);
+    auto costs = LinkClassCosts({0, 1}, {0, NicRail(1)}, c, &ring);
+    ASSERT_TRUE(costs.ok()) << costs.status();
+    EXPECT_EQ((*costs)[1].name, "nic1");
+    // They meet on the devices' PCIe links: not independent.
+    const absl::Status meet = CheckIndependent(*costs, c);
+    ASSERT_FALSE(meet.ok());
+    EXPECT_NE(meet.message().find("gpu0>pcisw"), std::string::npos) << meet;
+    EXPECT_NE(meet.message().find("shared_links"), std::string::npos) << meet;
+    Problem p{{{S, 0, 0}, {S, 0, 0}}, *costs, 8};
+    auto milp = SolveMilp(p);
+    auto brute = Enumerate(p);
+    ASSERT_TRUE(milp.ok() && brute.ok());
+    EXPECT_NEAR(milp->cost_s, brute->cost_s, 1e-9 * brute->cost_s) << Describe(p, milp->strategy);
+    // Each collective moves S/2 per device. One rail: S/2 at 5 GB/s. Both: each NIC carries its
+    // share and the PCIe link all of it, so S/2 over min(2 x 5, uplink) GB/s at best.
+    const double one = StrategyCost(p, SingleClass(p, 0));
+    const double ratio = std::min(2 * kIbBw, uplink) / kIbBw;
+    EXPECT_NEAR(one / milp->cost_s, ratio, 0.01 * ratio) << Describe(p, milp->strategy);
+    if (uplink > 2 * kIbBw) {
+      for (const auto& row : milp->strategy.pieces) EXPECT_EQ(row, (std::vector<int>{4, 4}));
+    }
+  }
 }
 
 TEST(HsdpSearch, BadProblemsAreRefused) {

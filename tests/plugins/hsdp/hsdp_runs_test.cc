@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <numeric>
 
 #include "exec/real_backend.h"
@@ -28,13 +29,14 @@ class HsdpRuns : public testing::ExperimentRuns {
     ASSERT_NE(registry_.Find(ComponentKind::kShardPlanner, "hsdp"), nullptr);
   }
   std::vector<absl::StatusOr<RunOutput>> Sim(const std::string& parallel, const std::string& arms,
-                                             const std::string& cluster = "hpnv") {
+                                             const std::string& cluster = "hpnv", int nodes = 1) {
     const std::string text = std::string(R"(
 [experiment]
 name = "hsdp"
 backend = "sim"
 [cluster]
-preset = ")") + cluster + R"("
+nodes = )") + std::to_string(nodes) + R"(
+preset = ")" + cluster + R"("
 [model]
 name = "gpt-small"
 family = "gpt"
@@ -112,6 +114,45 @@ shard_planner = { use = "hsdp", classes = ["any", "via-nic"], chunks = 32 }
   EXPECT_GT(MetricOf(*outs[1], "link_busy_infiniband_s"), 0);
 }
 
+TEST_F(HsdpRuns, AcrossNodesTheSecondNicRailCarriesPiecesBesideTheFirst) {
+  // One data-parallel group of 16 over two DGX A100 nodes: its ring leaves each node through
+  // one GPU's NIC. Class nic1 leaves through that GPU's neighbour's NIC instead; the two
+  // classes meet on NVSwitch and on the GPU's PCIe link, so the planner refuses them unless
+  // told to add their loads there. One ring in rank order, as the planner's cost model has.
+  auto outs = Sim("[parallel]\nzero_stage = 3\n", R"(
+[[arm]]
+name = "sdp"
+train = { global_batch = 16 }
+model = { seq_len = 32 }
+collective = "ring"
+[[arm]]
+name = "hsdp"
+train = { global_batch = 16 }
+model = { seq_len = 32 }
+collective = "ring"
+shard_planner = { use = "hsdp", classes = ["any", "nic1"], shared_links = "add", chunks = 16 }
+[[arm]]
+name = "refused"
+train = { global_batch = 16 }
+model = { seq_len = 32 }
+collective = "ring"
+shard_planner = { use = "hsdp", classes = ["any", "nic1"] }
+)", "dgx-a100", 2);
+  ASSERT_EQ(outs.size(), 3u);
+  ASSERT_TRUE(outs[0].ok()) << outs[0].status();
+  ASSERT_TRUE(outs[1].ok()) << outs[1].status();
+  ASSERT_FALSE(outs[2].ok());
+  EXPECT_THAT(outs[2].status().message(), HasSubstr("shared_links"));
+  const double sdp = MetricOf(*outs[0], "iteration_time_s"), hsdp = MetricOf(*outs[1], "iteration_time_s");
+  std::printf("sdp %.6g s, hsdp %.6g s (%.3fx; predicted %.3fx), layers split %g\n", sdp, hsdp, sdp / hsdp,
+              MetricOf(*outs[1], "hsdp_predicted_speedup"), MetricOf(*outs[1], "hsdp_layers_split"));
+  EXPECT_GT(MetricOf(*outs[1], "hsdp_layers_split"), 0);
+  EXPECT_GT(MetricOf(*outs[1], "hsdp_predicted_speedup"), 1.05);
+  EXPECT_LT(hsdp, sdp / 1.05);
+  // Both rails carried bytes: the busiest InfiniBand link carries less than the single ring's.
+  EXPECT_LT(MetricOf(*outs[1], "link_busy_infiniband_s"), MetricOf(*outs[0], "link_busy_infiniband_s"));
+}
+
 TEST_F(HsdpRuns, ASplitTrainsForRealLikeASingleProcess) {
   // Real runs plan on the ranks' own cluster (one node joined through memory), where every
   // class meets every other: the even split (no search) puts half of every layer's weights on
@@ -184,6 +225,9 @@ TEST_F(HsdpRuns, BadSettingsAreRefusedByName) {
       // The cluster's own routes and PCIe meet between the pairs.
       {"[parallel]\nzero_stage = 3\n", R"({ use = "hsdp", classes = ["any", "pcie+cpu"] })", "independent links"},
       {kPairs, R"({ use = "hsdp", classes = ["nvlink", "pci"] })", "unknown link kind 'pci'"},
+      {kPairs, R"({ use = "hsdp", shared_links = "maybe" })", "shared_links"},
+      // Every device of the HPNV node has one NIC: no rail 1.
+      {kPairs, R"({ use = "hsdp", classes = ["any", "via-nic+nic1"] })", "NIC of rail 1"},
   };
   for (const Case& c : cases) {
     auto outs = Sim(c.parallel, std::string("[[arm]]\nname = \"hsdp\"\nshard_planner = ") + c.planner + "\n");
