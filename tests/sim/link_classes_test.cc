@@ -208,27 +208,8 @@ TEST(LinkClasses, GathersOnNvlinkAndViaNicsEndAtTheirIsolatedTimes) {
   EXPECT_NEAR(both.task_end_s[1], via, via * 1e-9);
 }
 
-// Nodes of one device with two NICs (nic_of "nic0+nic1"). With `uplink_bw` both NICs sit
-// behind one PCIe switch and the device's own PCIe link (of that bandwidth) carries both
-// rails, as a DGX A100 GPU reaches its neighbour's NIC; without, each NIC has a PCIe link of
-// its own to the device.
 Cluster NodesWithTwoNicsPerDevice(int nodes, double uplink_bw = 0) {
-  NodeType type = TestNode("two-rails", 1);
-  const LinkSpec pcie{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat};
-  if (uplink_bw > 0) {
-    type.hubs = {"pcisw"};
-    type.links = {{"gpu0", "pcisw", LinkSpec{"uplink", LinkKind::kPcie, uplink_bw, kPcieLat}},
-                  {"nic0", "pcisw", pcie},
-                  {"nic1", "pcisw", pcie}};
-  } else {
-    type.links = {{"gpu0", "nic0", pcie}, {"gpu0", "nic1", pcie}};
-  }
-  type.nics = {"nic0", "nic1"};
-  type.nic_of = {"nic0+nic1"};
-  type.nic_link = LinkSpec{"ib", LinkKind::kInfiniband, kIbBw, kIbLat};
-  auto c = Cluster::Build("two-rails", {NodeGroup{type, nodes}});
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
+  return TwoNicNodes(TwoNicNodesSpec{nodes, uplink_bw, kPcieBw, kPcieLat, kIbBw, kIbLat});
 }
 
 TEST(LinkClasses, ANicRailLeavesTheNodesThroughEachDevicesNicOfThatRail) {

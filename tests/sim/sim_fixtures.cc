@@ -44,6 +44,23 @@ Cluster BridgedPairs(const BridgedPairsSpec& spec) {
   return *Cluster::Build("pairs", {NodeGroup{type, spec.nodes}});
 }
 
+Cluster TwoNicNodes(const TwoNicNodesSpec& spec) {
+  NodeType type = TestNode("two-rails", 1);
+  const LinkSpec pcie{"pcie", LinkKind::kPcie, spec.pcie_bw, spec.pcie_lat};
+  if (spec.uplink_bw > 0) {
+    type.hubs = {"pcisw"};
+    type.links = {{"gpu0", "pcisw", LinkSpec{"uplink", LinkKind::kPcie, spec.uplink_bw, spec.pcie_lat}},
+                  {"nic0", "pcisw", pcie},
+                  {"nic1", "pcisw", pcie}};
+  } else {
+    type.links = {{"gpu0", "nic0", pcie}, {"gpu0", "nic1", pcie}};
+  }
+  type.nics = {"nic0", "nic1"};
+  type.nic_of = {"nic0+nic1"};
+  type.nic_link = LinkSpec{"ib", LinkKind::kInfiniband, spec.ib_bw, spec.ib_lat};
+  return *Cluster::Build("two-rails", {NodeGroup{type, spec.nodes}});
+}
+
 ModelGraph MeasuredLayers(int n, double fwd_s, double bwd_s, std::int64_t params) {
   ModelShape s;
   s.name = "measured";

@@ -61,6 +61,15 @@ struct BridgedPairsSpec {
   double nvlink_bw = 50e9, nvlink_lat = 1e-6, pcie_bw = 10e9, pcie_lat = 2e-6;
 };
 [[nodiscard]] Cluster BridgedPairs(const BridgedPairsSpec& spec);
+// `nodes` nodes of one device with two NICs (nic_of "nic0+nic1": rails 0 and 1), each NIC on
+// PCIe (pcie_bw, pcie_lat) and on InfiniBand to the fabric (ib_bw, ib_lat). With uplink_bw > 0
+// both NICs sit behind one PCIe switch and the device's own PCIe link (uplink_bw, pcie_lat)
+// carries both rails; otherwise each NIC has a PCIe link of its own to the device.
+struct TwoNicNodesSpec {
+  int nodes = 2;
+  double uplink_bw = 0, pcie_bw = 10e9, pcie_lat = 2e-6, ib_bw = 5e9, ib_lat = 1.5e-6;
+};
+[[nodiscard]] Cluster TwoNicNodes(const TwoNicNodesSpec& spec);
 [[nodiscard]] ModelGraph Gpt(int blocks, int hidden = 1024, int seq = 1024);
 // A send of `bytes` from `a` to `b` on `stream` (with `priority`) and its receive, both after
 // `deps`; the send's id.

@@ -179,18 +179,7 @@ TEST(HsdpSearch, CommunicationBoundLayersSplitInProportionToBandwidth) {
 // switch (`uplink` bytes/s) carries both rails.
 constexpr double kIbBw = 5e9;
 Cluster TwoRails(double uplink) {
-  NodeType type = testing::TestNode("two-rails", 1);
-  const LinkSpec pcie{"pcie", LinkKind::kPcie, kPcieBw, kPcieLat};
-  type.hubs = {"pcisw"};
-  type.links = {{"gpu0", "pcisw", LinkSpec{"uplink", LinkKind::kPcie, uplink, kPcieLat}},
-                {"nic0", "pcisw", pcie},
-                {"nic1", "pcisw", pcie}};
-  type.nics = {"nic0", "nic1"};
-  type.nic_of = {"nic0+nic1"};
-  type.nic_link = LinkSpec{"ib", LinkKind::kInfiniband, kIbBw, 1e-6};
-  auto c = Cluster::Build("two-rails", {NodeGroup{type, 2}});
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
+  return testing::TwoNicNodes(testing::TwoNicNodesSpec{2, uplink, kPcieBw, kPcieLat, kIbBw, 1e-6});
 }
 
 TEST(HsdpSearch, TwoNicRailsThatMeetOnAPcieLinkAddTheirLoadsThere) {
