@@ -17,6 +17,8 @@
 
 namespace testbed {
 
+class Collective;
+
 // Everything a planner may look at. References stay valid for the duration of the call.
 struct PlanningContext {
   const ModelGraph& model;
@@ -29,6 +31,10 @@ struct PlanningContext {
   // metrics (iteration_time_s, memory_peak_bytes, ...). Set by the simulator backend;
   // empty elsewhere, so check before calling.
   std::function<absl::StatusOr<MetricSet>(const Plan&)> evaluate;
+  // The run's collective model, with which the simulator will cost the plan's collectives
+  // (a planner that prices communication can use the same one). Set by the simulator
+  // backend; nullptr elsewhere.
+  const Collective* collective = nullptr;
 };
 
 class Partitioner : public Component {

@@ -28,7 +28,8 @@ namespace testbed {
 //    ContextParallelism::ring, ParallelSettings::cp_ring.
 // 9: Kernel::special_ops, PipelineProgram::p2p_by_direction and the gradients' own
 //    point-to-point streams (ExpandOptions::stream_priority has two more).
-// 10: LinkKinds is 16 bits wide and holds a NIC rail (Task::links, Plan::param_links).
+// 10: LinkKinds is 16 bits wide and holds a NIC rail (Task::links, Plan::param_links);
+//     PlanningContext::collective.
 inline constexpr std::uint32_t kAbiVersion = 10;
 
 // The build identity of this compilation (testbed/build_identity.h).

@@ -177,7 +177,7 @@ absl::StatusOr<std::unique_ptr<SimRun>> PrepareSimRun(const ResolvedRun& run, co
     p.tokens.corpus = std::move(corpus.ids);
   }
   settings.tokens = &p.tokens;
-  PlanningContext ctx{*run.model, *run.cluster, run.train, run.parallel, *p.device_model, run.seed, {}};
+  PlanningContext ctx{*run.model, *run.cluster, run.train, run.parallel, *p.device_model, run.seed, {}, p.collective.get()};
   SimSettings quiet = settings;
   quiet.check_schedule = false;
   ctx.evaluate = [&](const Plan& candidate) -> absl::StatusOr<MetricSet> {
