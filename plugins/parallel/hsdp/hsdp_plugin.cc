@@ -28,6 +28,9 @@ struct Settings {
   // shared_links = "add": classes whose collectives cross a common link are accepted, and
   // the cost model adds their loads there (otherwise refused: the paper's premise).
   bool share = false;
+  // cost_collective = "run": each class's collectives priced with the run's collective model
+  // where the backend gives one (the simulator's); "ring": the planner's own ring.
+  bool run_collective = true;
 };
 
 class Hsdp final : public ShardPlanner {
@@ -51,7 +54,7 @@ class Hsdp final : public ShardPlanner {
       if (plan.dp(s) < 2) continue;
       std::vector<DeviceId> group;
       for (int d = 0; d < plan.dp(s); ++d) group.push_back(plan.DeviceOf(d, s, 0));
-      auto costs = LinkClassCosts(group, s_.classes, pc.cluster);
+      auto costs = LinkClassCosts(group, s_.classes, pc.cluster, s_.run_collective ? pc.collective : nullptr);
       absl::Status fit = !costs.ok()            ? costs.status()
                          : s_.even || s_.share ? absl::OkStatus()
                                                : CheckIndependent(*costs, pc.cluster);
@@ -141,6 +144,10 @@ absl::Status Register(Registry& r) {
           ParamSpec::Choice("split", "solve", {"solve", "even"})
               .Doc("solve: the cost model's optimum found by CBC (classes must not share a link); even: every layer's "
                    "chunks dealt evenly over the classes, without a search"),
+          ParamSpec::Choice("cost_collective", "run", {"run", "ring"})
+              .Doc("run: each class's gathers and reduce-scatters priced as the run's collective model plans them "
+                   "(ring, channels, hierarchical; in the simulator, else the planner's ring); ring: the planner's own "
+                   "ring in rank order at full efficiency"),
           ParamSpec::Choice("shared_links", "refuse", {"refuse", "add"})
               .Doc("refuse: classes whose collectives cross a common link are refused, naming it (the paper's premise "
                    "of independent links); add: accepted, the cost model adding their loads on the links they share "
@@ -154,6 +161,7 @@ absl::Status Register(Registry& r) {
         s.time_limit_s = read.Get<double>("time_limit");
         s.even = read.Get<std::string>("split") == "even";
         s.share = read.Get<std::string>("shared_links") == "add";
+        s.run_collective = read.Get<std::string>("cost_collective") == "run";
         TESTBED_RETURN_IF_ERROR(read.status());
         if (names.empty() || names.size() > 2) {
           return absl::InvalidArgumentError(absl::StrCat("hsdp: classes names ", names.size(), " link classes; expected 1 or 2"));

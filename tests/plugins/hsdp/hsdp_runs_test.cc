@@ -118,7 +118,7 @@ TEST_F(HsdpRuns, AcrossNodesTheSecondNicRailCarriesPiecesBesideTheFirst) {
   // One data-parallel group of 16 over two DGX A100 nodes: its ring leaves each node through
   // one GPU's NIC. Class nic1 leaves through that GPU's neighbour's NIC instead; the two
   // classes meet on NVSwitch and on the GPU's PCIe link, so the planner refuses them unless
-  // told to add their loads there. One ring in rank order, as the planner's cost model has.
+  // told to add their loads there. One ring in rank order first.
   auto outs = Sim("[parallel]\nzero_stage = 3\n", R"(
 [[arm]]
 name = "sdp"
@@ -137,8 +137,20 @@ train = { global_batch = 16 }
 model = { seq_len = 32 }
 collective = "ring"
 shard_planner = { use = "hsdp", classes = ["any", "nic1"] }
+[[arm]]
+name = "channels"
+train = { global_batch = 16 }
+model = { seq_len = 32 }
+collective = { use = "ring", ring_channels = 0 }
+shard_planner = { use = "hsdp", classes = ["any", "nic1"], shared_links = "add", chunks = 16 }
+[[arm]]
+name = "channels-ringcost"
+train = { global_batch = 16 }
+model = { seq_len = 32 }
+collective = { use = "ring", ring_channels = 0 }
+shard_planner = { use = "hsdp", classes = ["any", "nic1"], shared_links = "add", chunks = 16, cost_collective = "ring" }
 )", "dgx-a100", 2);
-  ASSERT_EQ(outs.size(), 3u);
+  ASSERT_EQ(outs.size(), 5u);
   ASSERT_TRUE(outs[0].ok()) << outs[0].status();
   ASSERT_TRUE(outs[1].ok()) << outs[1].status();
   ASSERT_FALSE(outs[2].ok());
@@ -151,6 +163,15 @@ shard_planner = { use = "hsdp", classes = ["any", "nic1"] }
   EXPECT_LT(hsdp, sdp / 1.05);
   // Both rails carried bytes: the busiest InfiniBand link carries less than the single ring's.
   EXPECT_LT(MetricOf(*outs[1], "link_busy_infiniband_s"), MetricOf(*outs[0], "link_busy_infiniband_s"));
+  // With a channel per member both classes leave through every NIC: priced as the run's
+  // collective model plans them, nothing is gained and no layer is split; priced as one ring
+  // (the planner's own model), the split is the one-ring run's.
+  ASSERT_TRUE(outs[3].ok()) << outs[3].status();
+  ASSERT_TRUE(outs[4].ok()) << outs[4].status();
+  EXPECT_EQ(MetricOf(*outs[3], "hsdp_layers_split"), 0);
+  EXPECT_DOUBLE_EQ(MetricOf(*outs[3], "hsdp_predicted_speedup"), 1.0);
+  EXPECT_EQ(MetricOf(*outs[4], "hsdp_layers_split"), MetricOf(*outs[1], "hsdp_layers_split"));
+  EXPECT_DOUBLE_EQ(MetricOf(*outs[4], "hsdp_predicted_speedup"), MetricOf(*outs[1], "hsdp_predicted_speedup"));
 }
 
 TEST_F(HsdpRuns, ASplitTrainsForRealLikeASingleProcess) {
