@@ -63,9 +63,12 @@ std::string LinkKindsName(LinkKinds kinds) {
 absl::StatusOr<LinkKinds> LinkKindsFromName(const std::string& name) {
   if (name == "any") return LinkKinds{0};
   LinkKinds kinds = 0;
-  bool rail_given = false;
+  bool rail_given = false, any_given = false;
   for (absl::string_view part : absl::StrSplit(name, absl::ByAnyChar("+,"))) {
-    if (part == "any") continue;
+    if (part == "any") {
+      any_given = true;
+      continue;
+    }
     if (const int rail = ParseRail(part); rail != -1) {
       if (rail < 0 || rail_given) {
         return absl::InvalidArgumentError(absl::StrCat("link class '", name, "': ",
@@ -91,6 +94,10 @@ absl::StatusOr<LinkKinds> LinkKindsFromName(const std::string& name) {
                                                      "joined by '+', and via-nic or a NIC rail nic0 to nic",
                                                      kMaxNicRails - 1, ")"));
     }
+  }
+  if (any_given && (kinds & kAllLinkKinds) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("link class '", name,
+                                                   "': 'any' joins only via-nic or a NIC rail, not link kinds"));
   }
   return kinds;
 }

@@ -78,13 +78,14 @@ TEST(LinkClasses, NamesParseAndPrint) {
   EXPECT_EQ(LinkKindsName(NicRail(1)), "nic1");
   EXPECT_EQ(LinkKindsName(kViaNics | NicRail(2)), "via-nic+nic2");
   EXPECT_EQ(LinkKindsName(LinkKindBit(LinkKind::kPcie) | NicRail(1)), "pcie+nic1");
-  for (const char* wrong : {"nic16", "nic1+nic2", "nicx", "nic"}) {
+  for (const char* wrong : {"nic16", "nic1+nic2", "nicx", "nic", "nvlink+any"}) {
     const auto r = LinkKindsFromName(wrong);
     ASSERT_FALSE(r.ok()) << wrong;
     EXPECT_NE(r.status().message().find(wrong), std::string::npos) << r.status();
   }
   EXPECT_NE(LinkKindsFromName("nic16").status().message().find("out of range (nic0 to nic15)"), std::string::npos);
   EXPECT_NE(LinkKindsFromName("nic1+nic2").status().message().find("more than one NIC rail"), std::string::npos);
+  EXPECT_NE(LinkKindsFromName("nvlink+any").status().message().find("'any' joins only"), std::string::npos);
   const auto bad = LinkKindsFromName("nvlink+pci");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown link kind 'pci'"), std::string::npos) << bad.status();
