@@ -142,7 +142,8 @@ absl::Status Register(Registry& r) {
           ParamSpec::Int("chunks", 8).Range(1, 64).Doc("equal pieces of each layer the strategy assigns to classes"),
           ParamSpec::Double("time_limit", 30).Range(0.1, 3600).Unit("s").Doc("the solver's time limit per stage"),
           ParamSpec::Choice("split", "solve", {"solve", "even"})
-              .Doc("solve: the cost model's optimum found by CBC (classes must not share a link); even: every layer's "
+              .Doc("solve: the cost model's optimum found by CBC (classes must not share a link unless shared_links = "
+                   "\"add\"); even: every layer's "
                    "chunks dealt evenly over the classes, without a search"),
           ParamSpec::Choice("cost_collective", "run", {"run", "ring"})
               .Doc("run: each class's gathers and reduce-scatters priced as the run's collective model plans them "

@@ -30,8 +30,8 @@ absl::StatusOr<Plan> MerakPartitioner::Partition(const PlanningContext& outer) {
   // (ZeRO stage 1) at most when pipelining.
   ParallelSettings parallel = outer.parallel;
   parallel.zero_stage = std::min(o_.zero_stage, 1);
-  const PlanningContext ctx{outer.model, outer.cluster, outer.train, parallel, outer.device_model, outer.seed,
-                            outer.evaluate};
+  const PlanningContext ctx{outer.model,        outer.cluster, outer.train,    parallel,
+                            outer.device_model, outer.seed,    outer.evaluate, outer.collective};
   const ModelGraph& model = ctx.model;
   evaluations_ = 0;
   // The rule builds the candidate's stages before its TP degree is known; Finish redoes them
