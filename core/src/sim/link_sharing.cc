@@ -41,6 +41,18 @@ void LinkSharing::StartTransfer(std::int32_t a, double now, Reschedule reschedul
   act.rate = 0.0;
   act.updated = now;
   act.flows_from = now + ph.latency_s;
+  act.alone = AllPrivate(ph);
+  if (act.alone) {
+    // As Change and Rerate would have it: the only holder of each link, at its whole bandwidth.
+    double rate = std::numeric_limits<double>::infinity();
+    for (const auto& [link, bytes] : ph.link_bytes) {
+      const size_t l = static_cast<size_t>(link);
+      if (holders_[l]++ == 0) since_[l] = now;
+      if (bytes > 0) rate = std::min(rate, bandwidth_[l] / bytes);
+    }
+    Apply(a, rate, true, now, reschedule);
+    return;
+  }
   Change(ph, a, +1, now);
   if (mode_ == RateUpdates::kIncremental && ph.link_bytes.size() >= kTreeLinks) BuildTree(a);
   Rerate(ph, a, now, reschedule);
@@ -50,6 +62,14 @@ void LinkSharing::StopTransfer(std::int32_t a, double now, Reschedule reschedule
   Activity& act = acts_[static_cast<size_t>(a)];
   const CommPhase& ph = act.plan->phases[act.phase];
   act.transferring = false;
+  if (act.alone) {
+    for (const auto& [link, bytes] : ph.link_bytes) {
+      const size_t l = static_cast<size_t>(link);
+      if (--holders_[l] == 0) stats_[l].busy_s += now - since_[l];
+    }
+    ++act.version;
+    return;
+  }
   Change(ph, a, -1, now);
   if (act.tree >= 0) {
     free_trees_.push_back(act.tree);
@@ -77,6 +97,14 @@ void LinkSharing::Change(const CommPhase& ph, std::int32_t a, int delta, double 
     }
     Refresh(l);
   }
+}
+
+bool LinkSharing::AllPrivate(const CommPhase& ph) const noexcept {
+  if (private_.empty()) return false;
+  for (const auto& [link, bytes] : ph.link_bytes) {
+    if (private_[static_cast<size_t>(link)] == 0) return false;
+  }
+  return true;
 }
 
 void LinkSharing::Refresh(size_t l) {

@@ -11,6 +11,12 @@
 //                 (a phase of many links keeps a min-tree over them instead).
 // A ring all-reduce over n devices holds O(n) links, so kFull costs O(n) for each of the
 // thousands of point-to-point transfers that share one of them; kIncremental costs O(1).
+//
+// A phase whose links are all private (sim/private_links.h: no other transfer can hold them
+// while it moves) takes their whole bandwidth and neither re-rates anyone nor is re-rated:
+// it starts and stops without the sharing bookkeeping, with the same finish time and link
+// statistics as the general path. The engine marks links private under kIncremental only, so
+// that kFull stays the former engine.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +44,7 @@ struct Activity {
   std::uint32_t version = 0;
   std::int32_t tree = -1;   // its min-tree in LinkSharing while a phase of many links moves
   std::uint8_t priority = 0;  // Task::priority
+  bool alone = false;         // the current phase crosses private links only
 };
 
 class LinkSharing {
@@ -49,6 +56,8 @@ class LinkSharing {
 
   // Room for `n` activities (each Add after that is cheap).
   void Reserve(size_t n) { acts_.reserve(n); }
+  // Which links are private (by LinkId; sim/private_links.h). None until set.
+  void SetPrivate(std::vector<char> private_links) { private_ = std::move(private_links); }
   // A new activity; its index. Nothing is held until StartTransfer.
   std::int32_t Add(TaskId task, TaskId partner, const CommPlan* plan, std::uint8_t priority = 0);
   [[nodiscard]] Activity& act(std::int32_t a) noexcept { return acts_[static_cast<size_t>(a)]; }
@@ -81,6 +90,7 @@ class LinkSharing {
   // Brings `remaining` up to `now` and sets the new rate; reschedules if it changed.
   void Apply(std::int32_t b, double rate, bool force, double now, Reschedule reschedule);
   void Mark(std::int32_t b);
+  [[nodiscard]] bool AllPrivate(const CommPhase& ph) const noexcept;
 
   // The bandwidth a holder of `priority` gets on link l: an even share among the link's most
   // urgent holders, none for the others; now, or before the last Change.
@@ -95,6 +105,7 @@ class LinkSharing {
 
   RateUpdates mode_;
   std::vector<double> bandwidth_;             // by LinkId
+  std::vector<char> private_;                 // by LinkId; empty: none
   std::vector<int> holders_;                  // transfers holding each link
   // bandwidth / max(1, holders of the most urgent class `top_`): now, before Change.
   std::vector<double> share_, prev_share_;

@@ -16,6 +16,7 @@
 #include "sim/comm_contention.h"
 #include "sim/device_ledger.h"
 #include "sim/link_sharing.h"
+#include "sim/private_links.h"
 #include "sim/task_costs.h"
 #include "testbed/status_macros.h"
 
@@ -138,6 +139,10 @@ class Engine {
     for (const Ctl& c : ctl_) comms += c.kind == TaskKind::kSend || c.kind == TaskKind::kCollective || c.kind == TaskKind::kCopy;
     flows_.Reserve(comms);
     TESTBED_RETURN_IF_ERROR(PrepareCosts());
+    if (opt_.rate_updates == RateUpdates::kIncremental) {
+      flows_.SetPrivate(sim::PrivateLinks(s_, comm_, in_.cluster.links().size(),
+                                          [this](TaskId send) { return ctl_[static_cast<size_t>(send)].other; }));
+    }
     if (opt_.shared_cores > 0) {
       work_left_.assign(n, 0.0);
       share_version_.assign(n, 0);

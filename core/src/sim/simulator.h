@@ -29,7 +29,8 @@ struct SimInputs {
 };
 
 // How transfer rates are brought up to date when a transfer starts or stops (link_sharing.h):
-// both give bit-identical results; kFull is the former engine, kept as the reference.
+// both give bit-identical results; kFull is the former engine, kept as the reference (it also
+// moves transfers over private links, sim/private_links.h, through the sharing bookkeeping).
 enum class RateUpdates : std::uint8_t { kIncremental, kFull };
 
 struct SimOptions {
