@@ -28,6 +28,14 @@ std::int32_t LinkSharing::Add(TaskId task, TaskId partner, const CommPlan* plan,
   a.plan = plan;
   a.priority = priority;
   prioritised_ = prioritised_ || priority > 0;
+  if (!free_acts_.empty()) {
+    const std::int32_t i = free_acts_.back();
+    free_acts_.pop_back();
+    Activity& slot = acts_[static_cast<size_t>(i)];
+    a.version = slot.version;
+    slot = a;
+    return i;
+  }
   acts_.push_back(a);
   return static_cast<std::int32_t>(acts_.size() - 1);
 }

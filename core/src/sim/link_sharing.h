@@ -54,12 +54,14 @@ class LinkSharing {
 
   LinkSharing(const Cluster& cluster, RateUpdates mode);
 
-  // Room for `n` activities (each Add after that is cheap).
-  void Reserve(size_t n) { acts_.reserve(n); }
   // Which links are private (by LinkId; sim/private_links.h). None until set.
   void SetPrivate(std::vector<char> private_links) { private_ = std::move(private_links); }
-  // A new activity; its index. Nothing is held until StartTransfer.
+  // A new activity; its index. Nothing is held until StartTransfer. The index may be one that
+  // Release gave back: its version keeps counting up, so that events of the former activity
+  // stay stale.
   std::int32_t Add(TaskId task, TaskId partner, const CommPlan* plan, std::uint8_t priority = 0);
+  // The activity has ended (its last phase stopped): its index may be reused.
+  void Release(std::int32_t a) { free_acts_.push_back(a); }
   [[nodiscard]] Activity& act(std::int32_t a) noexcept { return acts_[static_cast<size_t>(a)]; }
   [[nodiscard]] const Activity& act(std::int32_t a) const noexcept { return acts_[static_cast<size_t>(a)]; }
 
@@ -115,6 +117,7 @@ class LinkSharing {
   std::vector<double> since_;                 // when the link last became busy
   std::vector<SimLinkStats> stats_;
   std::vector<Activity> acts_;
+  std::vector<std::int32_t> free_acts_;  // released indices, reused last in first out
   // Min-trees (leaves: each link's share / bytes, +inf for no bytes; node 1: the minimum)
   // and the free ones for reuse.
   std::vector<std::vector<double>> trees_;

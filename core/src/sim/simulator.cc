@@ -135,9 +135,6 @@ class Engine {
         }
       }
     }
-    size_t comms = 0;
-    for (const Ctl& c : ctl_) comms += c.kind == TaskKind::kSend || c.kind == TaskKind::kCollective || c.kind == TaskKind::kCopy;
-    flows_.Reserve(comms);
     TESTBED_RETURN_IF_ERROR(PrepareCosts());
     if (opt_.rate_updates == RateUpdates::kIncremental) {
       flows_.SetPrivate(sim::PrivateLinks(s_, comm_, in_.cluster.links().size(),
@@ -293,7 +290,9 @@ class Engine {
       StartPhase(a);
       return;
     }
-    Complete(act.task);
+    const TaskId task = act.task;
+    flows_.Release(a);
+    Complete(task);
   }
 
   void Push(double time, EventKind kind, std::int32_t id, std::uint32_t version = 0) {
