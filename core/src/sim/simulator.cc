@@ -109,15 +109,14 @@ class Engine {
         ctl_[static_cast<size_t>(task.match)].other = t;
       }
     }
-    for (DeviceId d = 0; d < devices; ++d) {
-      for (int st = 0; st < s_.streams_used(); ++st) {
-        const auto& order = s_.Order(d, st);
-        for (size_t k = 0; k < order.size(); ++k) {
-          ++ctl_[static_cast<size_t>(order[k])].wait;  // reaching the head of this stream
-          if (k + 1 < order.size()) ++count[static_cast<size_t>(order[k]) + 1];
-        }
-      }
-    }
+    // Reaching the head of each stream: the first task of a stream arrives at the start (Run),
+    // every other when its predecessor there finishes.
+    std::vector<TaskId> last(n, -1);
+    ForStreamEdges(last, [&](TaskId b) { ++ctl_[static_cast<size_t>(b)].wait; },
+                   [&](TaskId a, TaskId b) {
+                     ++ctl_[static_cast<size_t>(b)].wait;
+                     ++count[static_cast<size_t>(a) + 1];
+                   });
     for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
     next_.assign(static_cast<size_t>(count[n]), 0);
     next_begin_ = count;
@@ -126,14 +125,9 @@ class Engine {
       for (TaskId t = 0; t < n_; ++t) {
         for (TaskId d : s_.deps(t)) next_[static_cast<size_t>(fill[static_cast<size_t>(d)]++)] = t;
       }
-      for (DeviceId d = 0; d < devices; ++d) {
-        for (int st = 0; st < s_.streams_used(); ++st) {
-          const auto& order = s_.Order(d, st);
-          for (size_t k = 0; k + 1 < order.size(); ++k) {
-            next_[static_cast<size_t>(fill[static_cast<size_t>(order[k])]++)] = order[k + 1];
-          }
-        }
-      }
+      std::fill(last.begin(), last.end(), -1);
+      ForStreamEdges(last, [](TaskId) {},
+                     [&](TaskId a, TaskId b) { next_[static_cast<size_t>(fill[static_cast<size_t>(a)]++)] = b; });
     }
     TESTBED_RETURN_IF_ERROR(PrepareCosts());
     if (opt_.rate_updates == RateUpdates::kIncremental) {
@@ -146,6 +140,31 @@ class Engine {
     }
     contention_.Reset(devices, n, opt_.comm_compute_slowdown);
     return absl::OkStatus();
+  }
+
+  // Every stream's order: `first(b)` for the task at its head, `edge(a, b)` for each task b
+  // after a, which b's arrival follows. A task of a gang or collective usually has the same
+  // successor on every member's stream, one after another in its list of dependents: those
+  // make one edge (one arrival), which starts b at the same point among the same events as
+  // several would. `last` (one entry per task, -1) keeps each task's latest successor.
+  template <typename First, typename Edge>
+  void ForStreamEdges(std::vector<TaskId>& last, First&& first, Edge&& edge) const {
+    for (DeviceId d = 0; d < s_.num_devices(); ++d) {
+      for (int st = 0; st < s_.streams_used(); ++st) {
+        const auto& order = s_.Order(d, st);
+        for (size_t k = 0; k < order.size(); ++k) {
+          const TaskId b = order[k];
+          if (k == 0) {
+            first(b);
+            continue;
+          }
+          const TaskId a = order[k - 1];
+          if (last[static_cast<size_t>(a)] == b) continue;
+          last[static_cast<size_t>(a)] = b;
+          edge(a, b);
+        }
+      }
+    }
   }
 
   absl::Status PrepareCosts() {
