@@ -49,14 +49,19 @@ struct Plans {
   }
 };
 
+// As the simulator finds them: every collective on its stream, every send with its receive's.
 std::vector<char> Find(const Schedule& s, const Cluster& cluster) {
   const Plans plans(s, cluster);
-  return sim::PrivateLinks(s, plans.comm, cluster.links().size(), [&](TaskId send) {
-    for (TaskId t = 0; t < static_cast<TaskId>(s.size()); ++t) {
-      if (s.task(t).kind == TaskKind::kRecv && s.task(t).match == send) return t;
+  sim::PrivateLinks finder(cluster.links().size());
+  for (TaskId t = 0; t < static_cast<TaskId>(s.size()); ++t) {
+    const Task& task = s.task(t);
+    if (task.kind == TaskKind::kCollective) finder.Add(*plans.comm[static_cast<size_t>(t)], task.stream, s.DevicesOf(t));
+    if (task.kind == TaskKind::kRecv) {
+      finder.Add(*plans.comm[static_cast<size_t>(task.match)], s.task(task.match).stream, s.DevicesOf(task.match),
+                 task.stream, s.DevicesOf(t));
     }
-    return TaskId{-1};
-  });
+  }
+  return finder.Take();
 }
 
 // One node of four devices on a switch. Devices 0 and 1 all-reduce twice on their

@@ -6,6 +6,7 @@
 #include <limits>
 #include <span>
 #include <map>
+#include <optional>
 #include <queue>
 #include <tuple>
 #include <unordered_map>
@@ -130,10 +131,6 @@ class Engine {
                      [&](TaskId a, TaskId b) { next_[static_cast<size_t>(fill[static_cast<size_t>(a)]++)] = b; });
     }
     TESTBED_RETURN_IF_ERROR(PrepareCosts());
-    if (opt_.rate_updates == RateUpdates::kIncremental) {
-      flows_.SetPrivate(sim::PrivateLinks(s_, comm_, in_.cluster.links().size(),
-                                          [this](TaskId send) { return ctl_[static_cast<size_t>(send)].other; }));
-    }
     if (opt_.shared_cores > 0) {
       work_left_.assign(n, 0.0);
       share_version_.assign(n, 0);
@@ -168,8 +165,13 @@ class Engine {
   }
 
   absl::Status PrepareCosts() {
+    // Links only one stream uses (sim/private_links.h), under incremental rate updates only:
+    // kFull stays the former engine.
+    std::optional<sim::PrivateLinks> private_links;
+    if (opt_.rate_updates == RateUpdates::kIncremental) private_links.emplace(in_.cluster.links().size());
     TESTBED_RETURN_IF_ERROR(costs_.Prepare(s_, in_.model, in_.cluster, in_.device_model, in_.collective,
-                                           opt_.free_communication));
+                                           opt_.free_communication, private_links ? &*private_links : nullptr));
+    if (private_links) flows_.SetPrivate(private_links->Take());
     duration_ = std::move(costs_.duration);
     mem_start_ = std::move(costs_.mem_start);
     mem_end_ = std::move(costs_.mem_end);

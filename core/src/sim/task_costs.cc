@@ -9,7 +9,8 @@
 namespace testbed::sim {
 
 absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, const Cluster& cluster,
-                                const DeviceModel& dm, const Collective& collective, bool free_communication) {
+                                const DeviceModel& dm, const Collective& collective, bool free_communication,
+                                PrivateLinks* private_links) {
   const size_t n = s.size();
   duration.assign(n, 0.0);
   mem_start.assign(n, 0.0);
@@ -18,6 +19,15 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
   specs_ = std::max<size_t>(1, cluster.device_specs().size());
   compute_cache_.assign(s.compute_work().size() * specs_ * 3, std::numeric_limits<double>::quiet_NaN());
   kernel_cache_.assign(s.kernel_work().size() * specs_, std::numeric_limits<double>::quiet_NaN());
+  // A send's transfer holds its receive's stream too: told at the receive, or after the loop
+  // for a receive added before its send.
+  std::vector<TaskId> early_receives;
+  const auto transfer = [&](TaskId recv) {
+    const TaskId send = s.task(recv).match;
+    if (send < 0 || comm[static_cast<size_t>(send)] == nullptr) return;
+    private_links->Add(*comm[static_cast<size_t>(send)], s.task(send).stream, s.DevicesOf(send), s.task(recv).stream,
+                       s.DevicesOf(recv));
+  };
   for (TaskId t = 0; t < static_cast<TaskId>(n); ++t) {
     const Task& task = s.task(t);
     switch (task.kind) {
@@ -30,11 +40,21 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
       case TaskKind::kCopy:
         if (free_communication) break;
         if (absl::Status st = CommCost(s, t, cluster, collective); !st.ok()) return st;
+        if (private_links != nullptr && task.kind != TaskKind::kSend) {
+          private_links->Add(*comm[static_cast<size_t>(t)], task.stream, s.DevicesOf(t));
+        }
         break;
       case TaskKind::kRecv:
+        if (private_links == nullptr || free_communication) break;
+        if (task.match > t) {
+          early_receives.push_back(t);
+        } else {
+          transfer(t);
+        }
         break;
     }
   }
+  for (TaskId recv : early_receives) transfer(recv);
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sim/private_links.h"
 #include "testbed/cluster.h"
 #include "testbed/collective.h"
 #include "testbed/device_model.h"
@@ -25,10 +26,11 @@ struct TaskCosts {
   std::vector<double> mem_end;    // bytes it gives back (negative) or keeps when it ends
   std::vector<const CommPlan*> comm;  // sends, collectives, copies (null: free)
 
-  // Fills every vector for `schedule`. Errors name the task whose model failed.
+  // Fills every vector for `schedule`, and tells `private_links` (when given) every transfer
+  // on its streams. Errors name the task whose model failed.
   [[nodiscard]] absl::Status Prepare(const Schedule& schedule, const ModelGraph& model, const Cluster& cluster,
                                      const DeviceModel& device_model, const Collective& collective,
-                                     bool free_communication);
+                                     bool free_communication, PrivateLinks* private_links = nullptr);
 
  private:
   absl::Status ComputeCost(const Schedule& s, TaskId t, const ModelGraph& model, const Cluster& cluster,
