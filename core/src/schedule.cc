@@ -131,7 +131,8 @@ void Schedule::SetStaticBytes(DeviceId device, double bytes) {
 }
 
 TaskId Schedule::Add(const Task& task, const std::vector<TaskId>& deps) {
-  Compact();
+  // Dependencies added by AddDep before stay pending: the compaction puts each task's own
+  // first, whenever it runs.
   const TaskId id = static_cast<TaskId>(tasks_.size());
   tasks_.push_back(task);
   iterations_ = std::max(iterations_, task.iteration + 1);
@@ -164,16 +165,21 @@ void Schedule::Compact() const {
   if (!compaction_.pending.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(compaction_.mu);
   if (!compaction_.pending.load(std::memory_order_relaxed)) return;  // another reader did it
-  std::vector<std::vector<TaskId>> added(tasks_.size());
-  for (const auto& [task, on] : extra_deps_) added[static_cast<size_t>(task)].push_back(on);
-  extra_deps_.clear();
-  std::vector<TaskId> flat;
-  std::vector<std::int64_t> begin = {0};
-  for (size_t i = 0; i < tasks_.size(); ++i) {
-    flat.insert(flat.end(), deps_.begin() + dep_begin_[i], deps_.begin() + dep_begin_[i + 1]);
-    flat.insert(flat.end(), added[i].begin(), added[i].end());
-    begin.push_back(static_cast<std::int64_t>(flat.size()));
+  // Each task's dependencies from Add, then those from AddDep in the order they came.
+  const size_t n = tasks_.size();
+  std::vector<std::int64_t> begin(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) begin[i + 1] = dep_begin_[i + 1] - dep_begin_[i];
+  for (const auto& [task, on] : extra_deps_) ++begin[static_cast<size_t>(task) + 1];
+  for (size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
+  std::vector<TaskId> flat(static_cast<size_t>(begin[n]));
+  std::vector<std::int64_t> fill(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::int64_t own = dep_begin_[i + 1] - dep_begin_[i];
+    std::copy_n(deps_.begin() + dep_begin_[i], own, flat.begin() + begin[i]);
+    fill[i] = begin[i] + own;
   }
+  for (const auto& [task, on] : extra_deps_) flat[static_cast<size_t>(fill[static_cast<size_t>(task)]++)] = on;
+  extra_deps_.clear();
   deps_ = std::move(flat);
   dep_begin_ = std::move(begin);
   // Only now may readers that do not take the lock use the compacted arrays.

@@ -4,18 +4,14 @@
 
 namespace testbed::sim {
 
-DeviceLedger::DeviceLedger(const Schedule& s) {
+DeviceLedger::DeviceLedger(const Schedule& s, int micro_batches, int chunks) {
   const size_t devices = static_cast<size_t>(s.num_devices());
   computing_.assign(devices, 0);
   communicating_.assign(devices, 0);
   last_change_.assign(devices, 0.0);
   stats_.assign(devices, SimDeviceStats{});
   mem_now_.assign(devices, 0.0);
-  int max_mb = 0, max_chunk = 0;
-  for (const Task& task : s.tasks()) {
-    max_mb = std::max(max_mb, task.micro_batch + 1);
-    max_chunk = std::max(max_chunk, task.chunk + 1);
-  }
+  const int max_mb = micro_batches, max_chunk = chunks;
   held_key_stride_ = static_cast<size_t>(std::max(1, max_mb));
   held_chunks_ = static_cast<size_t>(std::max(1, max_chunk));
   held_.assign(devices, {});
@@ -27,9 +23,6 @@ DeviceLedger::DeviceLedger(const Schedule& s) {
     stats_[d].memory_peak_bytes = b;
   }
 }
-
-
-
 
 void DeviceLedger::Hold(const Task& task, size_t d, int delta) {
   auto& live = held_[d];

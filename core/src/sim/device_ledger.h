@@ -15,7 +15,9 @@ namespace testbed::sim {
 class DeviceLedger {
  public:
   // Every device starts with its static memory (weights, gradients, optimizer state).
-  explicit DeviceLedger(const Schedule& schedule);
+  // `micro_batches` and `chunks`: more than any task's Task::micro_batch and Task::chunk.
+  DeviceLedger(const Schedule& schedule, int micro_batches, int chunks);
+  DeviceLedger() = default;
 
   // Compute (or a kernel) starts on `dev`, adding `bytes` of memory; a forward compute
   // task's (chunk, micro-batch) holds activations from then on.

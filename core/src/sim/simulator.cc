@@ -42,7 +42,7 @@ struct Later {
 class Engine {
  public:
   Engine(const Schedule& s, const SimInputs& in, const SimOptions& opt)
-      : s_(s), in_(in), opt_(opt), flows_(in.cluster, opt.rate_updates), ledger_(s) {}
+      : s_(s), in_(in), opt_(opt), flows_(in.cluster, opt.rate_updates) {}
 
   absl::StatusOr<SimResult> Run() {
     TESTBED_RETURN_IF_ERROR(Prepare());
@@ -93,13 +93,19 @@ class Engine {
     // the heads of its streams). Dependents and stream successors in one CSR, each task's
     // dependents first.
     std::vector<std::int32_t> count(n + 1, 0);
+    int micro_batches = 1, chunks = 1;
+    const bool iterations_fit = s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
-      for (TaskId d : s_.deps(t)) ++count[static_cast<size_t>(d) + 1];
+      const std::span<const TaskId> deps = s_.deps(t);
+      for (TaskId d : deps) ++count[static_cast<size_t>(d) + 1];
       const Task& task = s_.task(t);
+      micro_batches = std::max(micro_batches, task.micro_batch + 1);
+      chunks = std::max(chunks, task.chunk + 1);
       Ctl& c = ctl_[i];
-      c.wait = static_cast<std::int32_t>(s_.deps(t).size());
+      c.wait = static_cast<std::int32_t>(deps.size());
       c.kind = task.kind;
+      if (iterations_fit) c.iteration = static_cast<std::uint16_t>(task.iteration);
       if (task.device >= 0) {
         c.where = task.device;
       } else if (task.group >= 0 && static_cast<size_t>(task.group) < s_.groups().size()) {
@@ -112,6 +118,7 @@ class Engine {
     }
     // Reaching the head of each stream: the first task of a stream arrives at the start (Run),
     // every other when its predecessor there finishes.
+    ledger_ = sim::DeviceLedger(s_, micro_batches, chunks);
     std::vector<TaskId> last(n, -1);
     ForStreamEdges(last, [&](TaskId b) { ++ctl_[static_cast<size_t>(b)].wait; },
                    [&](TaskId a, TaskId b) {
@@ -382,9 +389,11 @@ class Engine {
     r.links = flows_.TakeLinkStats();
     r.timeline = std::move(timeline_);
     r.iteration_end_s.assign(static_cast<size_t>(s_.iterations()), 0.0);
+    const bool iterations_fit = s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
     for (TaskId t = 0; t < n_; ++t) {
-      double& e = r.iteration_end_s[static_cast<size_t>(s_.task(t).iteration)];
-      e = std::max(e, end_[static_cast<size_t>(t)]);
+      const size_t i = static_cast<size_t>(t);
+      double& e = r.iteration_end_s[iterations_fit ? ctl_[i].iteration : static_cast<size_t>(s_.task(t).iteration)];
+      e = std::max(e, end_[i]);
     }
     r.task_start_s = std::move(start_);
     r.task_end_s = std::move(end_);
@@ -409,7 +418,9 @@ class Engine {
     std::int32_t where = kNowhere;  // its device, or -(group + 1)
     TaskKind kind = TaskKind::kCompute;
     std::uint8_t started = 0;
+    std::uint16_t iteration = 0;    // Task::iteration, where every one fits
   };
+  static_assert(sizeof(Ctl) == 16);
   std::vector<Ctl> ctl_;
   std::vector<double> start_, end_, duration_, mem_start_, mem_end_;
   std::vector<const CommPlan*> comm_;
