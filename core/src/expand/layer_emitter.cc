@@ -112,9 +112,14 @@ TaskId Emitter::Compute(const Lane& lane, int first_rank, int degree, std::int32
   } else {
     t.device = e_.Dev(lane.replica, lane.stage, first_rank);
   }
-  std::vector<TaskId> all = deps;
-  all.insert(all.end(), gathers.begin(), gathers.end());
-  const TaskId id = e_.sched.Add(t, all);
+  TaskId id = -1;
+  if (gathers.empty()) {
+    id = e_.sched.Add(t, deps);
+  } else {
+    std::vector<TaskId> all = deps;
+    all.insert(all.end(), gathers.begin(), gathers.end());
+    id = e_.sched.Add(t, all);
+  }
   e_.param_gathers->Used(e_, gathers, id);
   for (int r = first_rank; r < first_rank + degree; ++r) e_.RecordCompute(lane.iteration, e_.Dev(lane.replica, lane.stage, r), id);
   if (ph == Phase::kForward && e_.TracksForwards()) {

@@ -6,21 +6,15 @@ namespace testbed::sim {
 
 DeviceLedger::DeviceLedger(const Schedule& s, int micro_batches, int chunks) {
   const size_t devices = static_cast<size_t>(s.num_devices());
-  computing_.assign(devices, 0);
-  communicating_.assign(devices, 0);
-  last_change_.assign(devices, 0.0);
-  stats_.assign(devices, SimDeviceStats{});
-  mem_now_.assign(devices, 0.0);
-  const int max_mb = micro_batches, max_chunk = chunks;
-  held_key_stride_ = static_cast<size_t>(std::max(1, max_mb));
-  held_chunks_ = static_cast<size_t>(std::max(1, max_chunk));
+  books_.assign(devices, Book{});
+  held_key_stride_ = static_cast<size_t>(std::max(1, micro_batches));
+  held_chunks_ = static_cast<size_t>(std::max(1, chunks));
   held_.assign(devices, {});
-  held_now_.assign(devices, 0);
   for (size_t d = 0; d < devices; ++d) {
     const double b = s.static_bytes(static_cast<DeviceId>(d));
-    stats_[d].static_bytes = b;
-    mem_now_[d] = b;
-    stats_[d].memory_peak_bytes = b;
+    books_[d].stats.static_bytes = b;
+    books_[d].mem_now = b;
+    books_[d].stats.memory_peak_bytes = b;
   }
 }
 
@@ -32,24 +26,30 @@ void DeviceLedger::Hold(const Task& task, size_t d, int delta) {
   if (live.size() <= key) live.resize(key + 1, 0);
   int& count = live[key];
   const int layers = task.end_layer - task.first_layer;
+  Book& b = books_[d];
   if (delta > 0) {
     if (count == 0) {
-      ++held_now_[d];
-      stats_[d].max_micro_batches_held = std::max(stats_[d].max_micro_batches_held, held_now_[d]);
+      ++b.held_now;
+      b.stats.max_micro_batches_held = std::max(b.stats.max_micro_batches_held, b.held_now);
     }
     count += layers;
   } else {
     count -= layers;
     if (count <= 0) {
       count = 0;
-      --held_now_[d];
+      --b.held_now;
     }
   }
 }
 
 std::vector<SimDeviceStats> DeviceLedger::Finish(double now) {
-  for (size_t d = 0; d < stats_.size(); ++d) Account(d, now);
-  return std::move(stats_);
+  std::vector<SimDeviceStats> stats;
+  stats.reserve(books_.size());
+  for (Book& b : books_) {
+    Account(b, now);
+    stats.push_back(b.stats);
+  }
+  return stats;
 }
 
 }  // namespace testbed::sim

@@ -22,59 +22,65 @@ class DeviceLedger {
   // Compute (or a kernel) starts on `dev`, adding `bytes` of memory; a forward compute
   // task's (chunk, micro-batch) holds activations from then on.
   void StartCompute(const Task& task, DeviceId dev, double bytes, double now) {
-    const size_t d = static_cast<size_t>(dev);
-    Account(d, now);
-    ++computing_[d];
-    mem_now_[d] += bytes;
-    stats_[d].memory_peak_bytes = std::max(stats_[d].memory_peak_bytes, mem_now_[d]);
-    if (task.kind == TaskKind::kCompute && task.phase == Phase::kForward) Hold(task, d, +1);
+    Book& b = books_[static_cast<size_t>(dev)];
+    Account(b, now);
+    ++b.computing;
+    b.mem_now += bytes;
+    b.stats.memory_peak_bytes = std::max(b.stats.memory_peak_bytes, b.mem_now);
+    if (task.kind == TaskKind::kCompute && task.phase == Phase::kForward) Hold(task, static_cast<size_t>(dev), +1);
   }
   // It ends, changing memory by `bytes` (negative: freed); a backward compute task
   // releases its (chunk, micro-batch).
   void EndCompute(const Task& task, DeviceId dev, double bytes, double now) {
-    const size_t d = static_cast<size_t>(dev);
-    Account(d, now);
-    --computing_[d];
-    mem_now_[d] += bytes;
-    if (task.kind == TaskKind::kCompute && task.phase == Phase::kBackward) Hold(task, d, -1);
+    Book& b = books_[static_cast<size_t>(dev)];
+    Account(b, now);
+    --b.computing;
+    b.mem_now += bytes;
+    if (task.kind == TaskKind::kCompute && task.phase == Phase::kBackward) Hold(task, static_cast<size_t>(dev), -1);
   }
   void StartComm(DeviceId dev, double now) {
-    Account(static_cast<size_t>(dev), now);
-    ++communicating_[static_cast<size_t>(dev)];
+    Book& b = books_[static_cast<size_t>(dev)];
+    Account(b, now);
+    ++b.communicating;
   }
   void EndComm(DeviceId dev, double now) {
-    Account(static_cast<size_t>(dev), now);
-    --communicating_[static_cast<size_t>(dev)];
+    Book& b = books_[static_cast<size_t>(dev)];
+    Account(b, now);
+    --b.communicating;
   }
 
   // Closes every device's books at `now`.
   [[nodiscard]] std::vector<SimDeviceStats> Finish(double now);
 
  private:
+  // One device's books, together (each event touches one cache line or two per device).
+  struct Book {
+    int computing = 0, communicating = 0;
+    int held_now = 0;  // micro-batches with activations alive
+    double last_change = 0, mem_now = 0;
+    SimDeviceStats stats;
+  };
   // Splits the time since the device's last change into compute / exposed comm / idle.
-  void Account(size_t i, double now) noexcept {
-    const double dt = now - last_change_[i];
+  static void Account(Book& b, double now) noexcept {
+    const double dt = now - b.last_change;
     if (dt > 0) {
-      if (computing_[i] > 0) {
-        stats_[i].compute_s += dt;
-      } else if (communicating_[i] > 0) {
-        stats_[i].exposed_comm_s += dt;
+      if (b.computing > 0) {
+        b.stats.compute_s += dt;
+      } else if (b.communicating > 0) {
+        b.stats.exposed_comm_s += dt;
       } else {
-        stats_[i].idle_s += dt;
+        b.stats.idle_s += dt;
       }
-      if (communicating_[i] > 0) stats_[i].comm_s += dt;
+      if (b.communicating > 0) b.stats.comm_s += dt;
     }
-    last_change_[i] = now;
+    b.last_change = now;
   }
   void Hold(const Task& task, size_t d, int delta);
 
-  std::vector<int> computing_, communicating_;
-  std::vector<double> last_change_, mem_now_;
-  std::vector<SimDeviceStats> stats_;
+  std::vector<Book> books_;
   // Micro-batches with activations alive on a device: a (iteration, chunk, micro-batch)
   // counts from its first forward task until its last backward task ends.
   std::vector<std::vector<int>> held_;
-  std::vector<int> held_now_;
   size_t held_key_stride_ = 1;
   size_t held_chunks_ = 1;
 };

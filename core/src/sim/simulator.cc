@@ -7,7 +7,6 @@
 #include <span>
 #include <map>
 #include <optional>
-#include <queue>
 #include <tuple>
 #include <unordered_map>
 
@@ -16,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "sim/comm_contention.h"
 #include "sim/device_ledger.h"
+#include "sim/event_queue.h"
 #include "sim/link_sharing.h"
 #include "sim/private_links.h"
 #include "sim/task_costs.h"
@@ -32,11 +32,6 @@ struct Event {
   std::int32_t id;    // task for kTaskDone, activity for kPhaseDone
   std::uint32_t version;
   EventKind kind;
-};
-struct Later {
-  bool operator()(const Event& a, const Event& b) const {
-    return a.time > b.time || (a.time == b.time && a.seq > b.seq);
-  }
 };
 
 class Engine {
@@ -90,8 +85,7 @@ class Engine {
     start_.assign(n, 0.0);
     end_.assign(n, 0.0);
     // Per task: what starting and finishing it needs, and its arrivals (dependencies, then
-    // the heads of its streams). Dependents and stream successors in one CSR, each task's
-    // dependents first.
+    // the heads of its streams): its dependents in a CSR, then its stream successors.
     std::vector<std::int32_t> count(n + 1, 0);
     int micro_batches = 1, chunks = 1;
     const bool iterations_fit = s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
@@ -116,15 +110,7 @@ class Engine {
         ctl_[static_cast<size_t>(task.match)].other = t;
       }
     }
-    // Reaching the head of each stream: the first task of a stream arrives at the start (Run),
-    // every other when its predecessor there finishes.
     ledger_ = sim::DeviceLedger(s_, micro_batches, chunks);
-    std::vector<TaskId> last(n, -1);
-    ForStreamEdges(last, [&](TaskId b) { ++ctl_[static_cast<size_t>(b)].wait; },
-                   [&](TaskId a, TaskId b) {
-                     ++ctl_[static_cast<size_t>(b)].wait;
-                     ++count[static_cast<size_t>(a) + 1];
-                   });
     for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
     next_.assign(static_cast<size_t>(count[n]), 0);
     next_begin_ = count;
@@ -133,10 +119,26 @@ class Engine {
       for (TaskId t = 0; t < n_; ++t) {
         for (TaskId d : s_.deps(t)) next_[static_cast<size_t>(fill[static_cast<size_t>(d)]++)] = t;
       }
-      std::fill(last.begin(), last.end(), -1);
-      ForStreamEdges(last, [](TaskId) {},
-                     [&](TaskId a, TaskId b) { next_[static_cast<size_t>(fill[static_cast<size_t>(a)]++)] = b; });
     }
+    // Reaching the head of each stream: the first task of a stream arrives at the start (Run),
+    // every other when its predecessor there finishes. A task's first stream successor is
+    // kept beside it, further ones (a collective over several gangs) apart, in order.
+    std::vector<TaskId> last(n, -1);
+    succ_.assign(n, -1);
+    has_more_.assign(n, 0);
+    more_.clear();
+    ForStreamEdges(last, [&](TaskId b) { ++ctl_[static_cast<size_t>(b)].wait; },
+                   [&](TaskId a, TaskId b) {
+                     ++ctl_[static_cast<size_t>(b)].wait;
+                     const size_t i = static_cast<size_t>(a);
+                     if (succ_[i] < 0) {
+                       succ_[i] = b;
+                     } else {
+                       has_more_[i] = 1;
+                       more_.emplace_back(a, b);
+                     }
+                   });
+    std::stable_sort(more_.begin(), more_.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     TESTBED_RETURN_IF_ERROR(PrepareCosts());
     if (opt_.shared_cores > 0) {
       work_left_.assign(n, 0.0);
@@ -360,9 +362,13 @@ class Engine {
         timeline_.push_back(TimelineEvent{t, d, task.stream, start_[static_cast<size_t>(t)], now_});
       }
     }
-    for (std::int32_t k = next_begin_[static_cast<size_t>(t)]; k < next_begin_[static_cast<size_t>(t) + 1]; ++k) {
-      Arrive(next_[static_cast<size_t>(k)]);
-    }
+    const size_t i = static_cast<size_t>(t);
+    for (std::int32_t k = next_begin_[i]; k < next_begin_[i + 1]; ++k) Arrive(next_[static_cast<size_t>(k)]);
+    if (succ_[i] < 0) return;
+    Arrive(succ_[i]);
+    if (has_more_[i] == 0) return;
+    auto it = std::lower_bound(more_.begin(), more_.end(), t, [](const auto& x, TaskId v) { return x.first < v; });
+    for (; it != more_.end() && it->first == t; ++it) Arrive(it->second);
   }
 
   absl::Status Deadlock() const {
@@ -409,7 +415,7 @@ class Engine {
   double now_ = 0;
   std::uint32_t seq_ = 0;
   absl::Status error_;
-  std::priority_queue<Event, std::vector<Event>, Later> events_;
+  sim::EventQueue<Event> events_;
   // What starting and finishing a task needs, 16 bytes (one cache line holds four).
   struct Ctl {
     static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
@@ -424,7 +430,11 @@ class Engine {
   std::vector<Ctl> ctl_;
   std::vector<double> start_, end_, duration_, mem_start_, mem_end_;
   std::vector<const CommPlan*> comm_;
-  std::vector<std::int32_t> next_begin_, next_;  // dependents, then stream successors
+  std::vector<std::int32_t> next_begin_, next_;  // dependents (CSR)
+  // Stream successors: each task's first, whether it has more, and the others (by task, in order).
+  std::vector<TaskId> succ_;
+  std::vector<char> has_more_;
+  std::vector<std::pair<TaskId, TaskId>> more_;
   sim::LinkSharing flows_;
   std::vector<TimelineEvent> timeline_;
   // Processor sharing: running compute tasks, their remaining full-speed seconds, the
