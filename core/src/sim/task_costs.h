@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -43,7 +44,23 @@ struct TaskCosts {
   // The cluster over some link kinds, for tasks pinned to them (one view per set of kinds).
   const Cluster& View(const Cluster& cluster, LinkKinds kinds);
 
-  std::map<std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId, std::int32_t, int>, std::unique_ptr<CommPlan>> plans_;
+  // One plan per distinct transfer: (op, group, bytes, device, peer, work, link kinds).
+  using PlanKey = std::tuple<int, std::int32_t, std::int64_t, DeviceId, DeviceId, std::int32_t, int>;
+  struct PlanKeyHash {
+    size_t operator()(const PlanKey& k) const noexcept {
+      std::uint64_t h = 0;
+      const auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 0x9E3779B97F4A7C15ULL; };
+      mix(static_cast<std::uint64_t>(std::get<0>(k)));
+      mix(static_cast<std::uint64_t>(std::get<1>(k)));
+      mix(static_cast<std::uint64_t>(std::get<2>(k)));
+      mix(static_cast<std::uint64_t>(std::get<3>(k)));
+      mix(static_cast<std::uint64_t>(std::get<4>(k)));
+      mix(static_cast<std::uint64_t>(std::get<5>(k)));
+      mix(static_cast<std::uint64_t>(std::get<6>(k)));
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<PlanKey, std::unique_ptr<CommPlan>, PlanKeyHash> plans_;
   std::map<LinkKinds, Cluster> views_;
 };
 
