@@ -182,8 +182,6 @@ class Engine {
                                            opt_.free_communication, private_links ? &*private_links : nullptr));
     if (private_links) flows_.SetPrivate(private_links->Take());
     duration_ = std::move(costs_.duration);
-    mem_start_ = std::move(costs_.mem_start);
-    mem_end_ = std::move(costs_.mem_end);
     comm_ = std::move(costs_.comm);
     return absl::OkStatus();
   }
@@ -213,7 +211,8 @@ class Engine {
     // Compute or kernel, on one device or a tensor-parallel gang.
     const size_t i = static_cast<size_t>(t);
     const Task& task = s_.task(t);
-    for (DeviceId dev : DevicesOf(t)) ledger_.StartCompute(task, dev, mem_start_[i], now_);
+    const double bytes = MemoryOf(t).start;
+    for (DeviceId dev : DevicesOf(t)) ledger_.StartCompute(task, dev, bytes, now_);
     if (opt_.shared_cores > 0) {
       CatchUpSharing();
       sharing_.push_back(t);
@@ -238,6 +237,13 @@ class Engine {
     contention_.CommChanged(d, delta, now_, [this](TaskId t, double finish, std::uint32_t version) {
       Push(finish, EventKind::kTaskDone, t, version);
     });
+  }
+
+  // What a compute task takes and gives back (nothing for a kernel).
+  [[nodiscard]] sim::MemoryChange MemoryOf(TaskId t) const {
+    const Task& task = s_.task(t);
+    if (task.kind != TaskKind::kCompute) return {};
+    return sim::MemoryOf(task, s_.compute_work()[static_cast<size_t>(task.work)]);
   }
 
   [[nodiscard]] bool IsCompute(TaskId t) const {
@@ -342,7 +348,8 @@ class Engine {
         RescheduleSharing();
       }
       contention_.EndCompute(t, DevicesOf(t));
-      for (DeviceId dev : DevicesOf(t)) ledger_.EndCompute(task, dev, mem_end_[static_cast<size_t>(t)], now_);
+      const double bytes = MemoryOf(t).end;
+      for (DeviceId dev : DevicesOf(t)) ledger_.EndCompute(task, dev, bytes, now_);
     } else {
       ForDevices(t, partner, [&](DeviceId d) {
         ledger_.EndComm(d, now_);
@@ -428,7 +435,7 @@ class Engine {
   };
   static_assert(sizeof(Ctl) == 16);
   std::vector<Ctl> ctl_;
-  std::vector<double> start_, end_, duration_, mem_start_, mem_end_;
+  std::vector<double> start_, end_, duration_;
   std::vector<const CommPlan*> comm_;
   std::vector<std::int32_t> next_begin_, next_;  // dependents (CSR)
   // Stream successors: each task's first, whether it has more, and the others (by task, in order).

@@ -13,8 +13,6 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
                                 PrivateLinks* private_links) {
   const size_t n = s.size();
   duration.assign(n, 0.0);
-  mem_start.assign(n, 0.0);
-  mem_end.assign(n, 0.0);
   comm.assign(n, nullptr);
   specs_ = std::max<size_t>(1, cluster.device_specs().size());
   compute_cache_.assign(s.compute_work().size() * specs_ * 3, std::numeric_limits<double>::quiet_NaN());
@@ -111,19 +109,6 @@ absl::Status TaskCosts::ComputeCost(const Schedule& s, TaskId t, const ModelGrap
     time = std::max(time, cached);
   }
   duration[i] = time;
-  switch (task.phase) {
-    case Phase::kForward:
-      mem_start[i] = w.activation_bytes;
-      mem_end[i] = task.checkpoint ? w.checkpoint_bytes - w.activation_bytes : 0.0;
-      break;
-    case Phase::kRecompute:
-      mem_start[i] = w.activation_bytes;
-      mem_end[i] = -w.checkpoint_bytes;
-      break;
-    case Phase::kBackward:
-      mem_end[i] = -w.activation_bytes;
-      break;
-  }
   return absl::OkStatus();
 }
 

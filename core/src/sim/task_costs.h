@@ -1,8 +1,9 @@
 // What every task of a schedule costs, before the event engine runs it: compute and kernel
 // durations from the device model (cached per work entry and device type: most tasks repeat
-// for every micro-batch and replica), the memory each compute task takes and gives back, and
-// the communication plan of every transfer, collective and copy from the collective model
-// (cached per distinct transfer). Reads only the schedule, the model's layers and the cluster.
+// for every micro-batch and replica) and the communication plan of every transfer, collective
+// and copy from the collective model (cached per distinct transfer); and, read when a compute
+// task starts and ends, the memory it takes and gives back. Reads only the schedule, the
+// model's layers and the cluster.
 #pragma once
 
 #include <map>
@@ -21,10 +22,26 @@
 
 namespace testbed::sim {
 
+// The memory a compute task of `work` takes when it starts, and what it gives back (negative)
+// or keeps when it ends: a forward holds its activations (a checkpointing one keeps only its
+// input), a recomputation holds them again from the checkpoint, a backward frees them.
+struct MemoryChange {
+  double start = 0, end = 0;
+};
+[[nodiscard]] inline MemoryChange MemoryOf(const Task& task, const ComputeWork& w) noexcept {
+  switch (task.phase) {
+    case Phase::kForward:
+      return {w.activation_bytes, task.checkpoint ? w.checkpoint_bytes - w.activation_bytes : 0.0};
+    case Phase::kRecompute:
+      return {w.activation_bytes, -w.checkpoint_bytes};
+    case Phase::kBackward:
+      return {0.0, -w.activation_bytes};
+  }
+  return {};
+}
+
 struct TaskCosts {
   std::vector<double> duration;   // compute and kernel tasks, on their own
-  std::vector<double> mem_start;  // bytes a compute task takes when it starts
-  std::vector<double> mem_end;    // bytes it gives back (negative) or keeps when it ends
   std::vector<const CommPlan*> comm;  // sends, collectives, copies (null: free)
 
   // Fills every vector for `schedule`, and tells `private_links` (when given) every transfer
