@@ -127,5 +127,35 @@ TEST(Memory, FullRecomputationKeepsOnlyCheckpointsBetweenForwardAndBackward) {
   EXPECT_NEAR(r->iteration_time_s, 4 * 8 * 4e-3, 1e-9);
 }
 
+// The books count a micro-batch's activations under a 32-bit key of (iteration, model chunk,
+// micro-batch): a schedule past that is refused with a message naming the task, not run
+// with wrapped keys.
+TEST(Memory, MicroBatchKeysPast32BitsAreRefused) {
+  const ModelGraph model = Gpt(1);
+  const Cluster cluster = StarCluster(1, 1e10, 1e-6);
+  ConstantDeviceModel dm(1e-3);
+  collectives::Ring ring(collectives::CommTuning{});
+  Schedule s(1);
+  ComputeWork w;
+  w.first_layer = 1;
+  w.end_layer = 2;
+  Task t;
+  t.device = 0;
+  t.first_layer = 1;
+  t.end_layer = 2;
+  t.work = s.AddWork(w);
+  t.chunk = 3;
+  t.micro_batch = 7;
+  t.iteration = 0;
+  s.Add(t);
+  t.iteration = 1'000'000'000;  // (1e9 x 4 + 3) x 8 + 7 > 2^32
+  const TaskId far = s.Add(t);
+  auto r = Simulate(s, SimInputs{model, cluster, dm, ring}, SimOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("too large to simulate"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find(s.Describe(far)), std::string::npos) << r.status();
+}
+
 }  // namespace
 }  // namespace testbed::testing

@@ -1,6 +1,7 @@
 #include "sim/device_ledger.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace testbed::sim {
 
@@ -18,23 +19,31 @@ DeviceLedger::DeviceLedger(const Schedule& s, int micro_batches, int chunks) {
   }
 }
 
-void DeviceLedger::Hold(const Task& task, size_t d, int delta) {
-  auto& live = held_[d];
+std::optional<DeviceLedger::Hold> DeviceLedger::HoldOf(const Task& task) const noexcept {
+  // A compute task outside any micro-batch holds none.
+  if (task.kind != TaskKind::kCompute || task.phase == Phase::kRecompute || task.micro_batch < 0) return Hold{};
   const size_t key = (static_cast<size_t>(task.iteration) * held_chunks_ + static_cast<size_t>(task.chunk)) *
                          held_key_stride_ +
                      static_cast<size_t>(task.micro_batch);
+  if (key > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+  return Hold{static_cast<std::uint32_t>(key), task.end_layer - task.first_layer,
+              static_cast<std::int8_t>(task.phase == Phase::kForward ? 1 : -1)};
+}
+
+void DeviceLedger::Change(Hold hold, size_t d) {
+  auto& live = held_[d];
+  const size_t key = hold.key;
   if (live.size() <= key) live.resize(key + 1, 0);
   int& count = live[key];
-  const int layers = task.end_layer - task.first_layer;
   Book& b = books_[d];
-  if (delta > 0) {
+  if (hold.delta > 0) {
     if (count == 0) {
       ++b.held_now;
       b.stats.max_micro_batches_held = std::max(b.stats.max_micro_batches_held, b.held_now);
     }
-    count += layers;
+    count += hold.layers;
   } else {
-    count -= layers;
+    count -= hold.layers;
     if (count <= 0) {
       count = 0;
       --b.held_now;

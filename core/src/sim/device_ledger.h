@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "sim/simulator.h"
@@ -19,24 +20,36 @@ class DeviceLedger {
   DeviceLedger(const Schedule& schedule, int micro_batches, int chunks);
   DeviceLedger() = default;
 
+  // What a compute task does to the micro-batches holding activations on its devices: a
+  // forward (delta +1) adds its layers to its (iteration, chunk, micro-batch), a backward
+  // (delta -1) takes its layers away; every other task leaves them (delta 0).
+  struct Hold {
+    std::uint32_t key = 0;
+    std::int32_t layers = 0;
+    std::int8_t delta = 0;
+  };
+  // A task's Hold (none for a compute task outside any micro-batch); nullopt when its key does not fit 32 bits (iterations x chunks x
+  // micro-batches past 2^32).
+  [[nodiscard]] std::optional<Hold> HoldOf(const Task& task) const noexcept;
+
   // Compute (or a kernel) starts on `dev`, adding `bytes` of memory; a forward compute
   // task's (chunk, micro-batch) holds activations from then on.
-  void StartCompute(const Task& task, DeviceId dev, double bytes, double now) {
+  void StartCompute(DeviceId dev, double bytes, Hold hold, double now) {
     Book& b = books_[static_cast<size_t>(dev)];
     Account(b, now);
     ++b.computing;
     b.mem_now += bytes;
     b.stats.memory_peak_bytes = std::max(b.stats.memory_peak_bytes, b.mem_now);
-    if (task.kind == TaskKind::kCompute && task.phase == Phase::kForward) Hold(task, static_cast<size_t>(dev), +1);
+    if (hold.delta > 0) Change(hold, static_cast<size_t>(dev));
   }
   // It ends, changing memory by `bytes` (negative: freed); a backward compute task
   // releases its (chunk, micro-batch).
-  void EndCompute(const Task& task, DeviceId dev, double bytes, double now) {
+  void EndCompute(DeviceId dev, double bytes, Hold hold, double now) {
     Book& b = books_[static_cast<size_t>(dev)];
     Account(b, now);
     --b.computing;
     b.mem_now += bytes;
-    if (task.kind == TaskKind::kCompute && task.phase == Phase::kBackward) Hold(task, static_cast<size_t>(dev), -1);
+    if (hold.delta < 0) Change(hold, static_cast<size_t>(dev));
   }
   void StartComm(DeviceId dev, double now) {
     Book& b = books_[static_cast<size_t>(dev)];
@@ -75,7 +88,7 @@ class DeviceLedger {
     }
     b.last_change = now;
   }
-  void Hold(const Task& task, size_t d, int delta);
+  void Change(Hold hold, size_t d);
 
   std::vector<Book> books_;
   // Micro-batches with activations alive on a device: a (iteration, chunk, micro-batch)

@@ -35,6 +35,26 @@ struct Event {
 };
 
 class Engine {
+  // What starting and finishing a task needs, 32 bytes (one cache line holds two), so that
+  // the engine never reads the schedule's tasks (88 bytes each, far apart) while it runs.
+  struct Ctl {
+    static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
+    std::int32_t wait = 0;          // arrivals still missing: dependencies and stream heads
+    TaskId other = -1;              // a send's receive, a receive's send
+    std::int32_t where = kNowhere;  // its device, or -(group + 1)
+    std::int32_t work = -1;         // Task::work
+    std::uint32_t hold_key = 0;     // a compute task's sim::DeviceLedger::Hold
+    std::int32_t hold_layers = 0;
+    TaskKind kind = TaskKind::kCompute;
+    std::uint8_t started = 0;
+    std::uint16_t iteration = 0;    // Task::iteration, where every one fits
+    std::uint8_t phase = 0;         // Task::phase
+    std::uint8_t checkpoint = 0;    // Task::checkpoint
+    std::uint8_t priority = 0;      // Task::priority
+    std::int8_t hold_delta = 0;
+  };
+  static_assert(sizeof(Ctl) == 32);
+
  public:
   Engine(const Schedule& s, const SimInputs& in, const SimOptions& opt)
       : s_(s), in_(in), opt_(opt), flows_(in.cluster, opt.rate_updates) {}
@@ -88,18 +108,35 @@ class Engine {
     // the heads of its streams): its dependents in a CSR, then its stream successors.
     std::vector<std::int32_t> count(n + 1, 0);
     int micro_batches = 1, chunks = 1;
-    const bool iterations_fit = s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
+    for (TaskId t = 0; t < n_; ++t) {
+      const Task& task = s_.task(t);
+      micro_batches = std::max(micro_batches, task.micro_batch + 1);
+      chunks = std::max(chunks, task.chunk + 1);
+    }
+    ledger_ = sim::DeviceLedger(s_, micro_batches, chunks);
+    iterations_fit_ = s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
       const std::span<const TaskId> deps = s_.deps(t);
       for (TaskId d : deps) ++count[static_cast<size_t>(d) + 1];
       const Task& task = s_.task(t);
-      micro_batches = std::max(micro_batches, task.micro_batch + 1);
-      chunks = std::max(chunks, task.chunk + 1);
       Ctl& c = ctl_[i];
+      const std::optional<sim::DeviceLedger::Hold> hold = ledger_.HoldOf(task);
+      if (!hold) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the schedule is too large to simulate: ", s_.Describe(t),
+            " lies past 2^32 (iteration, model chunk, micro-batch) combinations"));
+      }
+      c.hold_key = hold->key;
+      c.hold_layers = hold->layers;
+      c.hold_delta = hold->delta;
       c.wait = static_cast<std::int32_t>(deps.size());
       c.kind = task.kind;
-      if (iterations_fit) c.iteration = static_cast<std::uint16_t>(task.iteration);
+      if (iterations_fit_) c.iteration = static_cast<std::uint16_t>(task.iteration);
+      c.work = task.work;
+      c.phase = static_cast<std::uint8_t>(task.phase);
+      c.checkpoint = task.checkpoint ? 1 : 0;
+      c.priority = task.priority;
       if (task.device >= 0) {
         c.where = task.device;
       } else if (task.group >= 0 && static_cast<size_t>(task.group) < s_.groups().size()) {
@@ -110,7 +147,6 @@ class Engine {
         ctl_[static_cast<size_t>(task.match)].other = t;
       }
     }
-    ledger_ = sim::DeviceLedger(s_, micro_batches, chunks);
     for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
     next_.assign(static_cast<size_t>(count[n]), 0);
     next_begin_ = count;
@@ -210,9 +246,8 @@ class Engine {
     }
     // Compute or kernel, on one device or a tensor-parallel gang.
     const size_t i = static_cast<size_t>(t);
-    const Task& task = s_.task(t);
-    const double bytes = MemoryOf(t).start;
-    for (DeviceId dev : DevicesOf(t)) ledger_.StartCompute(task, dev, bytes, now_);
+    const double bytes = MemoryOf(c).start;
+    for (DeviceId dev : DevicesOf(t)) ledger_.StartCompute(dev, bytes, HoldOf(c), now_);
     if (opt_.shared_cores > 0) {
       CatchUpSharing();
       sharing_.push_back(t);
@@ -240,10 +275,13 @@ class Engine {
   }
 
   // What a compute task takes and gives back (nothing for a kernel).
-  [[nodiscard]] sim::MemoryChange MemoryOf(TaskId t) const {
-    const Task& task = s_.task(t);
-    if (task.kind != TaskKind::kCompute) return {};
-    return sim::MemoryOf(task, s_.compute_work()[static_cast<size_t>(task.work)]);
+  [[nodiscard]] sim::MemoryChange MemoryOf(const Ctl& c) const {
+    if (c.kind != TaskKind::kCompute) return {};
+    return sim::MemoryOf(static_cast<Phase>(c.phase), c.checkpoint != 0, s_.compute_work()[static_cast<size_t>(c.work)]);
+  }
+
+  [[nodiscard]] static sim::DeviceLedger::Hold HoldOf(const Ctl& c) noexcept {
+    return {c.hold_key, c.hold_layers, c.hold_delta};
   }
 
   [[nodiscard]] bool IsCompute(TaskId t) const {
@@ -294,7 +332,7 @@ class Engine {
       Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
       return;
     }
-    StartPhase(flows_.Add(task, partner, plan, s_.task(task).priority));
+    StartPhase(flows_.Add(task, partner, plan, ctl_[static_cast<size_t>(task)].priority));
   }
 
   template <typename F>
@@ -340,7 +378,6 @@ class Engine {
     const Ctl& c = ctl_[static_cast<size_t>(t)];
     const TaskId partner = c.kind == TaskKind::kSend ? c.other : -1;
     if (c.kind == TaskKind::kCompute || c.kind == TaskKind::kKernel) {
-      const Task& task = s_.task(t);
       if (opt_.shared_cores > 0) {
         CatchUpSharing();
         sharing_.erase(std::find(sharing_.begin(), sharing_.end(), t));
@@ -348,8 +385,8 @@ class Engine {
         RescheduleSharing();
       }
       contention_.EndCompute(t, DevicesOf(t));
-      const double bytes = MemoryOf(t).end;
-      for (DeviceId dev : DevicesOf(t)) ledger_.EndCompute(task, dev, bytes, now_);
+      const double bytes = MemoryOf(c).end;
+      for (DeviceId dev : DevicesOf(t)) ledger_.EndCompute(dev, bytes, HoldOf(c), now_);
     } else {
       ForDevices(t, partner, [&](DeviceId d) {
         ledger_.EndComm(d, now_);
@@ -402,10 +439,9 @@ class Engine {
     r.links = flows_.TakeLinkStats();
     r.timeline = std::move(timeline_);
     r.iteration_end_s.assign(static_cast<size_t>(s_.iterations()), 0.0);
-    const bool iterations_fit = s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
-      double& e = r.iteration_end_s[iterations_fit ? ctl_[i].iteration : static_cast<size_t>(s_.task(t).iteration)];
+      double& e = r.iteration_end_s[iterations_fit_ ? ctl_[i].iteration : static_cast<size_t>(s_.task(t).iteration)];
       e = std::max(e, end_[i]);
     }
     r.task_start_s = std::move(start_);
@@ -418,22 +454,12 @@ class Engine {
   const SimInputs& in_;
   const SimOptions& opt_;
   TaskId n_ = 0;
+  bool iterations_fit_ = true;  // every Task::iteration fits Ctl::iteration
   std::int64_t done_ = 0;
   double now_ = 0;
   std::uint32_t seq_ = 0;
   absl::Status error_;
   sim::EventQueue<Event> events_;
-  // What starting and finishing a task needs, 16 bytes (one cache line holds four).
-  struct Ctl {
-    static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
-    std::int32_t wait = 0;          // arrivals still missing: dependencies and stream heads
-    TaskId other = -1;              // a send's receive, a receive's send
-    std::int32_t where = kNowhere;  // its device, or -(group + 1)
-    TaskKind kind = TaskKind::kCompute;
-    std::uint8_t started = 0;
-    std::uint16_t iteration = 0;    // Task::iteration, where every one fits
-  };
-  static_assert(sizeof(Ctl) == 16);
   std::vector<Ctl> ctl_;
   std::vector<double> start_, end_, duration_;
   std::vector<const CommPlan*> comm_;

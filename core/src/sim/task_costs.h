@@ -28,10 +28,10 @@ namespace testbed::sim {
 struct MemoryChange {
   double start = 0, end = 0;
 };
-[[nodiscard]] inline MemoryChange MemoryOf(const Task& task, const ComputeWork& w) noexcept {
-  switch (task.phase) {
+[[nodiscard]] inline MemoryChange MemoryOf(Phase phase, bool checkpoint, const ComputeWork& w) noexcept {
+  switch (phase) {
     case Phase::kForward:
-      return {w.activation_bytes, task.checkpoint ? w.checkpoint_bytes - w.activation_bytes : 0.0};
+      return {w.activation_bytes, checkpoint ? w.checkpoint_bytes - w.activation_bytes : 0.0};
     case Phase::kRecompute:
       return {w.activation_bytes, -w.checkpoint_bytes};
     case Phase::kBackward:
