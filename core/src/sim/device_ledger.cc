@@ -1,7 +1,6 @@
 #include "sim/device_ledger.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace testbed::sim {
 
@@ -17,17 +16,6 @@ DeviceLedger::DeviceLedger(const Schedule& s, int micro_batches, int chunks) {
     books_[d].mem_now = b;
     books_[d].stats.memory_peak_bytes = b;
   }
-}
-
-std::optional<DeviceLedger::Hold> DeviceLedger::HoldOf(const Task& task) const noexcept {
-  // A compute task outside any micro-batch holds none.
-  if (task.kind != TaskKind::kCompute || task.phase == Phase::kRecompute || task.micro_batch < 0) return Hold{};
-  const size_t key = (static_cast<size_t>(task.iteration) * held_chunks_ + static_cast<size_t>(task.chunk)) *
-                         held_key_stride_ +
-                     static_cast<size_t>(task.micro_batch);
-  if (key > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
-  return Hold{static_cast<std::uint32_t>(key), task.end_layer - task.first_layer,
-              static_cast<std::int8_t>(task.phase == Phase::kForward ? 1 : -1)};
 }
 
 void DeviceLedger::Change(Hold hold, size_t d) {

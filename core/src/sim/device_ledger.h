@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -30,7 +31,16 @@ class DeviceLedger {
   };
   // A task's Hold (none for a compute task outside any micro-batch); nullopt when its key does not fit 32 bits (iterations x chunks x
   // micro-batches past 2^32).
-  [[nodiscard]] std::optional<Hold> HoldOf(const Task& task) const noexcept;
+  [[nodiscard]] std::optional<Hold> HoldOf(const Task& task) const noexcept {
+    // A compute task outside any micro-batch holds none.
+    if (task.kind != TaskKind::kCompute || task.phase == Phase::kRecompute || task.micro_batch < 0) return Hold{};
+    const size_t key = (static_cast<size_t>(task.iteration) * held_chunks_ + static_cast<size_t>(task.chunk)) *
+                           held_key_stride_ +
+                       static_cast<size_t>(task.micro_batch);
+    if (key > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+    return Hold{static_cast<std::uint32_t>(key), task.end_layer - task.first_layer,
+                static_cast<std::int8_t>(task.phase == Phase::kForward ? 1 : -1)};
+  }
 
   // Compute (or a kernel) starts on `dev`, adding `bytes` of memory; a forward compute
   // task's (chunk, micro-batch) holds activations from then on.

@@ -407,7 +407,11 @@ class Engine {
       }
     }
     const size_t i = static_cast<size_t>(t);
-    for (std::int32_t k = next_begin_[i]; k < next_begin_[i + 1]; ++k) Arrive(next_[static_cast<size_t>(k)]);
+    // The dependents' records lie anywhere: ask for all of them before counting down any.
+    const std::int32_t first = next_begin_[i], end = next_begin_[i + 1];
+    for (std::int32_t k = first; k < end; ++k) __builtin_prefetch(&ctl_[static_cast<size_t>(next_[static_cast<size_t>(k)])], 1);
+    if (succ_[i] >= 0) __builtin_prefetch(&ctl_[static_cast<size_t>(succ_[i])], 1);
+    for (std::int32_t k = first; k < end; ++k) Arrive(next_[static_cast<size_t>(k)]);
     if (succ_[i] < 0) return;
     Arrive(succ_[i]);
     if (has_more_[i] == 0) return;
