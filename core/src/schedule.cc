@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "huge_pages.h"
 
 namespace testbed {
 
@@ -139,7 +140,7 @@ template <typename T>
 void GrowFor(std::vector<T>& v, size_t extra) {
   if (v.size() + extra <= v.capacity()) return;
   const size_t factor = v.capacity() >= (size_t{1} << 16) ? 4 : 2;
-  v.reserve(std::max(v.size() + extra, v.capacity() * factor));
+  ReserveHuge(v, std::max(v.size() + extra, v.capacity() * factor));
 }
 
 }  // namespace
@@ -184,12 +185,15 @@ void Schedule::Compact() const {
   if (!compaction_.pending.load(std::memory_order_relaxed)) return;  // another reader did it
   // Each task's dependencies from Add, then those from AddDep in the order they came.
   const size_t n = tasks_.size();
-  std::vector<std::int64_t> begin(n + 1, 0);
+  std::vector<std::int64_t> begin;
+  AssignHuge(begin, n + 1, std::int64_t{0});
   for (size_t i = 0; i < n; ++i) begin[i + 1] = dep_begin_[i + 1] - dep_begin_[i];
   for (const auto& [task, on] : extra_deps_) ++begin[static_cast<size_t>(task) + 1];
   for (size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
-  std::vector<TaskId> flat(static_cast<size_t>(begin[n]));
-  std::vector<std::int64_t> fill(n);
+  std::vector<TaskId> flat;
+  AssignHuge(flat, static_cast<size_t>(begin[n]), TaskId{0});
+  std::vector<std::int64_t> fill;
+  AssignHuge(fill, n, std::int64_t{0});
   for (size_t i = 0; i < n; ++i) {
     const std::int64_t own = dep_begin_[i + 1] - dep_begin_[i];
     std::copy_n(deps_.begin() + dep_begin_[i], own, flat.begin() + begin[i]);

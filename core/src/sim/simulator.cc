@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "huge_pages.h"
 #include "sim/comm_contention.h"
 #include "sim/device_ledger.h"
 #include "sim/event_queue.h"
@@ -101,12 +102,14 @@ class Engine {
     n_ = static_cast<TaskId>(s_.size());
     const size_t n = static_cast<size_t>(n_);
     const int devices = s_.num_devices();
-    ctl_.assign(n, Ctl{});
-    start_.assign(n, 0.0);
-    end_.assign(n, 0.0);
+    // Per-task arrays are filled once, then read at random: on huge pages (huge_pages.h).
+    AssignHuge(ctl_, n, Ctl{});
+    AssignHuge(start_, n, 0.0);
+    AssignHuge(end_, n, 0.0);
     // Per task: what starting and finishing it needs, and its arrivals (dependencies, then
     // the heads of its streams): its dependents in a CSR, then its stream successors.
-    std::vector<std::int32_t> count(n + 1, 0);
+    std::vector<std::int32_t> count;
+    AssignHuge(count, n + 1, 0);
     int micro_batches = 1, chunks = 1;
     for (TaskId t = 0; t < n_; ++t) {
       const Task& task = s_.task(t);
@@ -148,7 +151,7 @@ class Engine {
       }
     }
     for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
-    next_.assign(static_cast<size_t>(count[n]), 0);
+    AssignHuge(next_, static_cast<size_t>(count[n]), 0);
     next_begin_ = count;
     {
       std::vector<std::int32_t>& fill = count;
@@ -159,9 +162,10 @@ class Engine {
     // Reaching the head of each stream: the first task of a stream arrives at the start (Run),
     // every other when its predecessor there finishes. A task's first stream successor is
     // kept beside it, further ones (a collective over several gangs) apart, in order.
-    std::vector<TaskId> last(n, -1);
-    succ_.assign(n, -1);
-    has_more_.assign(n, 0);
+    std::vector<TaskId> last;
+    AssignHuge(last, n, TaskId{-1});
+    AssignHuge(succ_, n, TaskId{-1});
+    AssignHuge(has_more_, n, char{0});
     more_.clear();
     ForStreamEdges(last, [&](TaskId b) { ++ctl_[static_cast<size_t>(b)].wait; },
                    [&](TaskId a, TaskId b) {

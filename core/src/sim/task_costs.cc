@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "huge_pages.h"
 
 namespace testbed::sim {
 
@@ -12,8 +13,8 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
                                 const DeviceModel& dm, const Collective& collective, bool free_communication,
                                 PrivateLinks* private_links) {
   const size_t n = s.size();
-  duration.assign(n, 0.0);
-  comm.assign(n, nullptr);
+  AssignHuge(duration, n, 0.0);
+  AssignHuge(comm, n, static_cast<const CommPlan*>(nullptr));
   specs_ = std::max<size_t>(1, cluster.device_specs().size());
   compute_cache_.assign(s.compute_work().size() * specs_ * 3, std::numeric_limits<double>::quiet_NaN());
   kernel_cache_.assign(s.kernel_work().size() * specs_, std::numeric_limits<double>::quiet_NaN());
