@@ -4,6 +4,7 @@
 // event, each sifting down from the root) are what the engine spends here.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -17,10 +18,10 @@ class EventQueue {
   [[nodiscard]] const Event& top() const noexcept { return heap_.front(); }
 
   void push(const Event& e) {
-    size_t i = heap_.size();
+    std::size_t i = heap_.size();
     heap_.push_back(e);
     while (i > 0) {
-      const size_t parent = (i - 1) / kArity;
+      const std::size_t parent = (i - 1) / kArity;
       if (!Before(e, heap_[parent])) break;
       heap_[i] = heap_[parent];
       i = parent;
@@ -31,15 +32,15 @@ class EventQueue {
   void pop() {
     const Event last = heap_.back();
     heap_.pop_back();
-    const size_t n = heap_.size();
+    const std::size_t n = heap_.size();
     if (n == 0) return;
-    size_t i = 0;
+    std::size_t i = 0;
     for (;;) {
-      const size_t first = kArity * i + 1;
+      const std::size_t first = kArity * i + 1;
       if (first >= n) break;
-      size_t best = first;
-      const size_t end = first + kArity < n ? first + kArity : n;
-      for (size_t c = first + 1; c < end; ++c) {
+      std::size_t best = first;
+      const std::size_t end = first + kArity < n ? first + kArity : n;
+      for (std::size_t c = first + 1; c < end; ++c) {
         if (Before(heap_[c], heap_[best])) best = c;
       }
       if (!Before(heap_[best], last)) break;
@@ -50,7 +51,7 @@ class EventQueue {
   }
 
  private:
-  static constexpr size_t kArity = 4;
+  static constexpr std::size_t kArity = 4;
   [[nodiscard]] static bool Before(const Event& a, const Event& b) noexcept {
     return a.time < b.time || (a.time == b.time && a.seq < b.seq);
   }
