@@ -1,6 +1,6 @@
-// The simulator's event queue pops in (time, creation order) order, as a sorted list would,
-// with ties in time (and -0 against 0) broken by creation order, under interleaved pushes and
-// pops.
+// The simulator's event queue gives its events in (time, creation order) order, as a sorted
+// list would, with ties in time (and -0 against 0) broken by creation order, under interleaved
+// pushes and takes (a push after a take fills the slot the take left).
 #include "sim/event_queue.h"
 
 #include <gtest/gtest.h>
@@ -41,14 +41,35 @@ TEST(EventQueue, PopsInTimeThenCreationOrder) {
       return a.time < b.time || (a.time == b.time && a.seq < b.seq);
     });
     ASSERT_FALSE(q.empty());
-    ASSERT_EQ(q.top().seq, first->seq) << "pop " << popped;
-    ASSERT_EQ(q.top().time, first->time);
+    const Ev got = q.take();
+    ASSERT_EQ(got.seq, first->seq) << "pop " << popped;
+    ASSERT_EQ(got.time, first->time);
     now = first->time;
     pending.erase(first);
-    q.pop();
     ++popped;
   }
   EXPECT_GT(popped, 5000);
+  // Drained to the end, with the slot a take leaves closed by empty().
+  while (!pending.empty()) {
+    const auto first = std::min_element(pending.begin(), pending.end(), [](const Ev& a, const Ev& b) {
+      return a.time < b.time || (a.time == b.time && a.seq < b.seq);
+    });
+    ASSERT_FALSE(q.empty());
+    ASSERT_EQ(q.take().seq, first->seq);
+    pending.erase(first);
+  }
+  EXPECT_TRUE(q.empty());
+}
+
+TEST(EventQueue, APushAfterATakeFillsItsSlot) {
+  EventQueue<Ev> q;
+  q.push(Ev{1.0, 0});
+  EXPECT_EQ(q.take().seq, 0u);
+  q.push(Ev{2.0, 1});  // into the slot the take left
+  q.push(Ev{0.5, 2});
+  EXPECT_EQ(q.take().seq, 2u);
+  EXPECT_EQ(q.take().seq, 1u);
+  EXPECT_TRUE(q.empty());
 }
 
 }  // namespace

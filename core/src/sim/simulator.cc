@@ -76,8 +76,7 @@ class Engine {
       if ((handled & 0xFFFF) == 0 && opt_.cancelled && opt_.cancelled()) {
         return absl::CancelledError(absl::StrCat("simulation interrupted after ", done_, " of ", n_, " tasks"));
       }
-      const Event e = events_.top();
-      events_.pop();
+      const Event e = events_.take();
       // A superseded event (its transfer was re-rated, or, under processor sharing, its
       // compute task's finish moved) is dropped before it can move the clock: the last one
       // could otherwise lie after every real event and stretch the iteration.
