@@ -40,6 +40,7 @@ class Engine {
   // the engine never reads the schedule's tasks (88 bytes each, far apart) while it runs.
   struct Ctl {
     static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
+    static constexpr std::uint8_t kCheckpoint = 1, kHasMore = 2;
     std::int32_t wait = 0;          // arrivals still missing: dependencies and stream heads
     TaskId other = -1;              // a send's receive, a receive's send
     std::int32_t where = kNowhere;  // its device, or -(group + 1)
@@ -50,7 +51,7 @@ class Engine {
     std::uint8_t started = 0;
     std::uint16_t iteration = 0;    // Task::iteration, where every one fits
     std::uint8_t phase = 0;         // Task::phase
-    std::uint8_t checkpoint = 0;    // Task::checkpoint
+    std::uint8_t flags = 0;         // kCheckpoint: Task::checkpoint; kHasMore: more than one stream successor
     std::uint8_t priority = 0;      // Task::priority
     std::int8_t hold_delta = 0;
   };
@@ -137,7 +138,7 @@ class Engine {
       if (iterations_fit_) c.iteration = static_cast<std::uint16_t>(task.iteration);
       c.work = task.work;
       c.phase = static_cast<std::uint8_t>(task.phase);
-      c.checkpoint = task.checkpoint ? 1 : 0;
+      if (task.checkpoint) c.flags |= Ctl::kCheckpoint;
       c.priority = task.priority;
       if (task.device >= 0) {
         c.where = task.device;
@@ -151,7 +152,8 @@ class Engine {
     }
     for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
     AssignHuge(next_, static_cast<size_t>(count[n]), 0);
-    next_begin_ = count;
+    AssignHuge(follow_, n + 1, Follow{});
+    for (size_t i = 0; i <= n; ++i) follow_[i].next_begin = count[i];
     {
       std::vector<std::int32_t>& fill = count;
       for (TaskId t = 0; t < n_; ++t) {
@@ -163,17 +165,15 @@ class Engine {
     // kept beside it, further ones (a collective over several gangs) apart, in order.
     std::vector<TaskId> last;
     AssignHuge(last, n, TaskId{-1});
-    AssignHuge(succ_, n, TaskId{-1});
-    AssignHuge(has_more_, n, char{0});
     more_.clear();
     ForStreamEdges(last, [&](TaskId b) { ++ctl_[static_cast<size_t>(b)].wait; },
                    [&](TaskId a, TaskId b) {
                      ++ctl_[static_cast<size_t>(b)].wait;
                      const size_t i = static_cast<size_t>(a);
-                     if (succ_[i] < 0) {
-                       succ_[i] = b;
+                     if (follow_[i].succ < 0) {
+                       follow_[i].succ = b;
                      } else {
-                       has_more_[i] = 1;
+                       ctl_[i].flags |= Ctl::kHasMore;
                        more_.emplace_back(a, b);
                      }
                    });
@@ -280,7 +280,7 @@ class Engine {
   // What a compute task takes and gives back (nothing for a kernel).
   [[nodiscard]] sim::MemoryChange MemoryOf(const Ctl& c) const {
     if (c.kind != TaskKind::kCompute) return {};
-    return sim::MemoryOf(static_cast<Phase>(c.phase), c.checkpoint != 0, s_.compute_work()[static_cast<size_t>(c.work)]);
+    return sim::MemoryOf(static_cast<Phase>(c.phase), (c.flags & Ctl::kCheckpoint) != 0, s_.compute_work()[static_cast<size_t>(c.work)]);
   }
 
   [[nodiscard]] static sim::DeviceLedger::Hold HoldOf(const Ctl& c) noexcept {
@@ -411,13 +411,16 @@ class Engine {
     }
     const size_t i = static_cast<size_t>(t);
     // The dependents' records lie anywhere: ask for all of them before counting down any.
-    const std::int32_t first = next_begin_[i], end = next_begin_[i + 1];
+    const Follow& f = follow_[i];
+    const TaskId succ = f.succ;
+    const std::int32_t first = f.next_begin, end = follow_[i + 1].next_begin;
     for (std::int32_t k = first; k < end; ++k) __builtin_prefetch(&ctl_[static_cast<size_t>(next_[static_cast<size_t>(k)])], 1);
-    if (succ_[i] >= 0) __builtin_prefetch(&ctl_[static_cast<size_t>(succ_[i])], 1);
+    if (succ >= 0) __builtin_prefetch(&ctl_[static_cast<size_t>(succ)], 1);
     for (std::int32_t k = first; k < end; ++k) Arrive(next_[static_cast<size_t>(k)]);
-    if (succ_[i] < 0) return;
-    Arrive(succ_[i]);
-    if (has_more_[i] == 0) return;
+    if (succ < 0) return;
+    const bool more = (ctl_[i].flags & Ctl::kHasMore) != 0;
+    Arrive(succ);
+    if (!more) return;
     auto it = std::lower_bound(more_.begin(), more_.end(), t, [](const auto& x, TaskId v) { return x.first < v; });
     for (; it != more_.end() && it->first == t; ++it) Arrive(it->second);
   }
@@ -470,10 +473,15 @@ class Engine {
   std::vector<Ctl> ctl_;
   std::vector<double> start_, end_, duration_;
   std::vector<const CommPlan*> comm_;
-  std::vector<std::int32_t> next_begin_, next_;  // dependents (CSR)
-  // Stream successors: each task's first, whether it has more, and the others (by task, in order).
-  std::vector<TaskId> succ_;
-  std::vector<char> has_more_;
+  // Per task (and one past the last): where its dependents begin in next_ (a CSR), and its
+  // first stream successor; together, so that a finished task reads one record.
+  struct Follow {
+    std::int32_t next_begin = 0;
+    TaskId succ = -1;
+  };
+  std::vector<Follow> follow_;
+  std::vector<std::int32_t> next_;
+  // Stream successors past each task's first (Ctl::kHasMore), by task, in order.
   std::vector<std::pair<TaskId, TaskId>> more_;
   sim::LinkSharing flows_;
   std::vector<TimelineEvent> timeline_;
