@@ -104,7 +104,6 @@ class Engine {
     const int devices = s_.num_devices();
     // Per-task arrays are filled once, then read at random: on huge pages (huge_pages.h).
     AssignHuge(ctl_, n, Ctl{});
-    AssignHuge(start_, n, 0.0);
     AssignHuge(end_, n, 0.0);
     // Per task: what starting and finishing it needs, and its arrivals (dependencies, then
     // the heads of its streams): its dependents in a CSR, then its stream successors.
@@ -220,7 +219,9 @@ class Engine {
     TESTBED_RETURN_IF_ERROR(costs_.Prepare(s_, in_.model, in_.cluster, in_.device_model, in_.collective,
                                            opt_.free_communication, private_links ? &*private_links : nullptr));
     if (private_links) flows_.SetPrivate(private_links->Take());
-    duration_ = std::move(costs_.duration);
+    // A task's start time takes the place of its duration when it starts: one array, read
+    // and written at the same place.
+    start_ = std::move(costs_.duration);
     comm_ = std::move(costs_.comm);
     return absl::OkStatus();
   }
@@ -242,24 +243,25 @@ class Engine {
       StartComm(send, recv);
       return;
     }
+    const size_t i = static_cast<size_t>(t);
+    const double seconds = start_[i];  // its duration until it starts (PrepareCosts)
     MarkStarted(t);
     if (kind == TaskKind::kCollective || kind == TaskKind::kCopy) {
       StartComm(t, -1);
       return;
     }
     // Compute or kernel, on one device or a tensor-parallel gang.
-    const size_t i = static_cast<size_t>(t);
     const double bytes = MemoryOf(c).start;
     for (DeviceId dev : DevicesOf(t)) ledger_.StartCompute(dev, bytes, HoldOf(c), now_);
     if (opt_.shared_cores > 0) {
       CatchUpSharing();
       sharing_.push_back(t);
-      work_left_[i] = duration_[i];
+      work_left_[i] = seconds;
       threads_busy_ += static_cast<int>(DevicesOf(t).size());
       RescheduleSharing();
       return;
     }
-    Push(contention_.StartCompute(t, DevicesOf(t), duration_[i], now_), EventKind::kTaskDone, t,
+    Push(contention_.StartCompute(t, DevicesOf(t), seconds, now_), EventKind::kTaskDone, t,
          contention_.version(t));
   }
 
@@ -471,7 +473,7 @@ class Engine {
   absl::Status error_;
   sim::EventQueue<Event> events_;
   std::vector<Ctl> ctl_;
-  std::vector<double> start_, end_, duration_;
+  std::vector<double> start_, end_;  // start_ holds each task's duration until it starts
   std::vector<const CommPlan*> comm_;
   // Per task (and one past the last): where its dependents begin in next_ (a CSR), and its
   // first stream successor; together, so that a finished task reads one record.
