@@ -29,10 +29,9 @@ class DeviceLedger {
     std::int32_t layers = 0;
     std::int8_t delta = 0;
   };
-  // A task's Hold (none for a compute task outside any micro-batch); nullopt when its key does not fit 32 bits (iterations x chunks x
-  // micro-batches past 2^32).
+  // A task's Hold (none for a compute task outside any micro-batch); nullopt when its key
+  // does not fit 32 bits (iterations x chunks x micro-batches past 2^32).
   [[nodiscard]] std::optional<Hold> HoldOf(const Task& task) const noexcept {
-    // A compute task outside any micro-batch holds none.
     if (task.kind != TaskKind::kCompute || task.phase == Phase::kRecompute || task.micro_batch < 0) return Hold{};
     const size_t key = (static_cast<size_t>(task.iteration) * held_chunks_ + static_cast<size_t>(task.chunk)) *
                            held_key_stride_ +

@@ -109,6 +109,7 @@ class Engine {
     // the heads of its streams): its dependents in a CSR, then its stream successors.
     std::vector<std::int32_t> count;
     AssignHuge(count, n + 1, 0);
+    // The ledger's micro-batch keys need the largest micro-batch and chunk first.
     int micro_batches = 1, chunks = 1;
     for (TaskId t = 0; t < n_; ++t) {
       const Task& task = s_.task(t);
@@ -282,7 +283,8 @@ class Engine {
   // What a compute task takes and gives back (nothing for a kernel).
   [[nodiscard]] sim::MemoryChange MemoryOf(const Ctl& c) const {
     if (c.kind != TaskKind::kCompute) return {};
-    return sim::MemoryOf(static_cast<Phase>(c.phase), (c.flags & Ctl::kCheckpoint) != 0, s_.compute_work()[static_cast<size_t>(c.work)]);
+    const ComputeWork& w = s_.compute_work()[static_cast<size_t>(c.work)];
+    return sim::MemoryOf(static_cast<Phase>(c.phase), (c.flags & Ctl::kCheckpoint) != 0, w);
   }
 
   [[nodiscard]] static sim::DeviceLedger::Hold HoldOf(const Ctl& c) noexcept {
@@ -416,7 +418,9 @@ class Engine {
     const Follow& f = follow_[i];
     const TaskId succ = f.succ;
     const std::int32_t first = f.next_begin, end = follow_[i + 1].next_begin;
-    for (std::int32_t k = first; k < end; ++k) __builtin_prefetch(&ctl_[static_cast<size_t>(next_[static_cast<size_t>(k)])], 1);
+    for (std::int32_t k = first; k < end; ++k) {
+      __builtin_prefetch(&ctl_[static_cast<size_t>(next_[static_cast<size_t>(k)])], 1);
+    }
     if (succ >= 0) __builtin_prefetch(&ctl_[static_cast<size_t>(succ)], 1);
     for (std::int32_t k = first; k < end; ++k) Arrive(next_[static_cast<size_t>(k)]);
     if (succ < 0) return;
