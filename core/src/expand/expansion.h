@@ -19,6 +19,8 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+
+#include "absl/container/flat_hash_map.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -165,7 +167,7 @@ class Expansion {
   struct WorkKeyHash {
     size_t operator()(const WorkKey& k) const noexcept;
   };
-  std::unordered_map<WorkKey, std::int32_t, WorkKeyHash> work_ids;
+  absl::flat_hash_map<WorkKey, std::int32_t, WorkKeyHash> work_ids;
   // ZeRO: the all-gather of the weights after each (iteration, device)'s step.
   std::map<std::pair<int, DeviceId>, TaskId> parameters_gathered;
   // ... or, with param_gather_overlap, per (next iteration, device) the per-bucket gathers,
@@ -186,7 +188,7 @@ class Expansion {
   // Registers one side; links the pair when the other side is already there.
   void MeetTransfer(const TransferKey& key, TaskId task, bool is_recv);
   // Transfers still waiting for their other side (an error once compute is done).
-  std::unordered_map<TransferKey, std::pair<TaskId, bool>, TransferKeyHash> unmatched;
+  absl::flat_hash_map<TransferKey, std::pair<TaskId, bool>, TransferKeyHash> unmatched;
   TaskId duplicate_transfer = -1;
   std::set<std::tuple<int, int, int, int, int>> pending_recompute;  // (iteration, stage, replica, chunk, mb)
   // Expert weights already broadcast to their copies: (iteration, layer, stage, expert-parallel group).

@@ -9,9 +9,9 @@
 #include <map>
 #include <memory>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "sim/private_links.h"
 #include "testbed/cluster.h"
@@ -77,7 +77,7 @@ struct TaskCosts {
       return static_cast<size_t>(h ^ (h >> 29));
     }
   };
-  std::unordered_map<PlanKey, std::unique_ptr<CommPlan>, PlanKeyHash> plans_;
+  absl::flat_hash_map<PlanKey, std::unique_ptr<CommPlan>, PlanKeyHash> plans_;
   std::map<LinkKinds, Cluster> views_;
 };
 
