@@ -95,6 +95,40 @@ TEST(Placement, TwoDeviceTypesWithTheirOwnDegreesGiveTheBottleneckClosedForm) {
   }
 }
 
+// A tensor-parallel gang runs at the pace of its slowest member: a gang of A100s takes an
+// A100's time, a gang of V100s a V100's, and one of each a V100's.
+TEST(Placement, AGangOfMixedDeviceTypesRunsAtItsSlowestMembersPace) {
+  constexpr double k = 1e-3;
+  const SpeedDeviceModel dm(k, {{"a100", 1.0}, {"v100", 0.5}});
+  const Hetero h(1, 1);
+  int attention = -1;
+  for (size_t l = 0; l < h.model.layers.size() && attention < 0; ++l) {
+    if (h.model.layers[l].kind == LayerKind::kAttention) attention = static_cast<int>(l);
+  }
+  ASSERT_GE(attention, 0);
+  const collectives::Ring ring(collectives::CommTuning{});
+  // Devices 0-1 are A100s, 2-5 V100s; the layer split two ways takes k / 2 on an A100.
+  for (const auto& [members, want] : std::vector<std::pair<std::vector<DeviceId>, double>>{
+           {{0, 1}, k / 2}, {{2, 3}, k}, {{1, 2}, k}, {{2, 1}, k}}) {
+    Schedule s(6);
+    ComputeWork w;
+    w.first_layer = attention;
+    w.end_layer = attention + 1;
+    w.tp = 2;
+    Task t;
+    t.group = s.Group(members);
+    t.work = s.AddWork(w);
+    t.first_layer = attention;
+    t.end_layer = attention + 1;
+    s.Add(t);
+    SimOptions o;
+    o.free_communication = true;
+    auto r = Simulate(s, SimInputs{h.model, h.cluster, dm, ring}, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_DOUBLE_EQ(r->iteration_time_s, want) << members[0] << "," << members[1];
+  }
+}
+
 TEST(Placement, ADeviceOfTheWrongTypeIsNamed) {
   Hetero h(2, 2);
   h.plan.stages[1].device_type = "a100";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "huge_pages.h"
@@ -18,6 +19,16 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
   specs_ = std::max<size_t>(1, cluster.device_specs().size());
   compute_cache_.assign(s.compute_work().size() * specs_ * 3, std::numeric_limits<double>::quiet_NaN());
   kernel_cache_.assign(s.kernel_work().size() * specs_, std::numeric_limits<double>::quiet_NaN());
+  group_spec_.assign(s.groups().size(), -1);
+  for (size_t g = 0; g < s.groups().size(); ++g) {
+    const auto& members = s.groups()[g];
+    const auto known = [&](DeviceId d) { return d >= 0 && d < cluster.num_devices(); };
+    if (members.empty() || !std::all_of(members.begin(), members.end(), known)) continue;
+    const int first = cluster.device(members.front()).spec_index;
+    if (std::all_of(members.begin(), members.end(), [&](DeviceId d) { return cluster.device(d).spec_index == first; })) {
+      group_spec_[g] = first;
+    }
+  }
   // A send's transfer holds its receive's stream too: told at the receive, or after the loop
   // for a receive added before its send.
   std::vector<TaskId> early_receives;
@@ -89,7 +100,10 @@ absl::Status TaskCosts::ComputeCost(const Schedule& s, TaskId t, const ModelGrap
   // A gang runs at the pace of its slowest member (heterogeneous tensor-parallel groups).
   double time = 0;
   int last_spec = -1;
-  for (DeviceId member : s.DevicesOf(t)) {
+  const bool gang = task.device < 0 && task.group >= 0 && static_cast<size_t>(task.group) < group_spec_.size();
+  const int one_spec = gang ? group_spec_[static_cast<size_t>(task.group)] : -1;
+  const DeviceId one_member = one_spec >= 0 ? s.groups()[static_cast<size_t>(task.group)].front() : -1;
+  for (DeviceId member : one_spec >= 0 ? std::span<const DeviceId>(&one_member, 1) : s.DevicesOf(t)) {
     const int spec = cluster.device(member).spec_index;
     if (spec == last_spec) continue;
     last_spec = spec;

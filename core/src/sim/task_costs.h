@@ -58,6 +58,9 @@ struct TaskCosts {
   // Seconds per (work, device type, phase) and (work, device type); NaN until computed.
   std::vector<double> compute_cache_, kernel_cache_;
   size_t specs_ = 1;
+  // Per group: its members' device type where they all have the same one, else -1 (a gang
+  // of one type is costed once instead of once per member).
+  std::vector<int> group_spec_;
   // The cluster over some link kinds, for tasks pinned to them (one view per set of kinds).
   const Cluster& View(const Cluster& cluster, LinkKinds kinds);
 
