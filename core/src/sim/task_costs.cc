@@ -19,6 +19,8 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
   specs_ = std::max<size_t>(1, cluster.device_specs().size());
   compute_cache_.assign(s.compute_work().size() * specs_ * 3, std::numeric_limits<double>::quiet_NaN());
   kernel_cache_.assign(s.kernel_work().size() * specs_, std::numeric_limits<double>::quiet_NaN());
+  recent_group_.assign(s.groups().size(), Recent{});
+  recent_device_.assign(static_cast<size_t>(s.num_devices()), Recent{});
   group_spec_.assign(s.groups().size(), -1);
   for (size_t g = 0; g < s.groups().size(); ++g) {
     const auto& members = s.groups()[g];
@@ -135,6 +137,16 @@ absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& clu
   const auto key = std::tuple(p2p ? -1 : copy ? -2 : static_cast<int>(task.op), p2p || copy ? -1 : task.group, task.bytes,
                               p2p || copy ? task.device : -1, p2p ? task.peer : -1, v || copy ? task.work : -1,
                               copy ? 0 : static_cast<int>(task.links));
+  Recent* recent = nullptr;
+  if (!p2p && !copy && task.group >= 0 && static_cast<size_t>(task.group) < recent_group_.size()) {
+    recent = &recent_group_[static_cast<size_t>(task.group)];
+  } else if ((p2p || copy) && task.device >= 0 && static_cast<size_t>(task.device) < recent_device_.size()) {
+    recent = &recent_device_[static_cast<size_t>(task.device)];
+  }
+  if (recent != nullptr && recent->plan != nullptr && recent->key == key) {
+    comm[static_cast<size_t>(t)] = recent->plan;
+    return absl::OkStatus();
+  }
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     absl::StatusOr<CommPlan> plan;
@@ -161,6 +173,7 @@ absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& clu
     it = plans_.emplace(key, std::make_unique<CommPlan>(std::move(*plan))).first;
   }
   comm[static_cast<size_t>(t)] = it->second.get();
+  if (recent != nullptr) *recent = Recent{key, it->second.get()};
   return absl::OkStatus();
 }
 

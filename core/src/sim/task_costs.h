@@ -81,6 +81,13 @@ struct TaskCosts {
     }
   };
   absl::flat_hash_map<PlanKey, std::unique_ptr<CommPlan>, PlanKeyHash> plans_;
+  // The last plan looked up per group (collectives) and per device (transfers and copies):
+  // consecutive tasks of a group or device mostly repeat it, and skip the table.
+  struct Recent {
+    PlanKey key{-3, -1, -1, -1, -1, -1, -1};
+    const CommPlan* plan = nullptr;
+  };
+  std::vector<Recent> recent_group_, recent_device_;
   std::map<LinkKinds, Cluster> views_;
 };
 
