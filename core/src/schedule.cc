@@ -146,6 +146,10 @@ void GrowFor(std::vector<T>& v, size_t extra) {
 }  // namespace
 
 TaskId Schedule::Add(const Task& task, const std::vector<TaskId>& deps) {
+  return Add(task, std::span<const TaskId>(deps));
+}
+
+TaskId Schedule::Add(const Task& task, std::span<const TaskId> deps) {
   // Dependencies added by AddDep before stay pending: the compaction puts each task's own
   // first, whenever it runs.
   const TaskId id = static_cast<TaskId>(tasks_.size());

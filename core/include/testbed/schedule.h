@@ -186,6 +186,8 @@ class Schedule {
   // Appends a task; it joins the end of its stream on its device (every member's for a
   // collective), so each device's tasks must be added in the order that device runs them.
   TaskId Add(const Task& task, const std::vector<TaskId>& deps = {});
+  // The same with its dependencies from any contiguous ids (no vector to build).
+  TaskId Add(const Task& task, std::span<const TaskId> deps);
   // Adds a dependency of `task` on `on` (both already added).
   void AddDep(TaskId task, TaskId on);
   // Pairs a receive with its send (sets the receive's `match`).
