@@ -11,17 +11,14 @@
 
 namespace testbed::expand {
 
-std::vector<TaskId> AllDeps(const Frontier& f) {
+std::vector<TaskId> AllDeps(const Frontier& f) { return RankDeps(f, 0, static_cast<int>(f.size())); }
+
+std::vector<TaskId> RankDeps(const Frontier& f, int first, int degree) {
   std::vector<TaskId> out;
-  for (const auto& v : f) out.insert(out.end(), v.begin(), v.end());
+  for (auto v = f.begin() + first; v != f.begin() + first + degree; ++v) out.insert(out.end(), v->begin(), v->end());
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
-}
-
-std::vector<TaskId> RankDeps(const Frontier& f, int first, int degree) {
-  Frontier part(f.begin() + first, f.begin() + first + degree);
-  return AllDeps(part);
 }
 
 std::int64_t TpBytesPerSample(const Layer& l, Phase phase) {
@@ -140,7 +137,7 @@ void Emitter::RecordBackward(const Lane& lane, int first_rank, int degree, int l
 }
 
 TaskId Emitter::Collective(const Lane& lane, CollectiveOp op, std::int32_t group, std::uint8_t stream, int first, int end,
-                  float fraction, std::int64_t bytes, const std::vector<TaskId>& deps, std::int32_t work,
+                  float fraction, std::int64_t bytes, std::span<const TaskId> deps, std::int32_t work,
                   int sub, int subs, std::optional<Phase> phase) {
   Task c = LaneTask(lane, TaskKind::kCollective, stream, phase.value_or(req_.phase));
   c.op = op;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "expand/layer_hooks.h"
@@ -62,7 +63,7 @@ class Emitter {
 
   // One collective of the lane over `group` on `stream` (its bytes, or an all-to-all-v's work).
   TaskId Collective(const Lane& lane, CollectiveOp op, std::int32_t group, std::uint8_t stream, int first, int end,
-                    float fraction, std::int64_t bytes, const std::vector<TaskId>& deps, std::int32_t work = -1,
+                    float fraction, std::int64_t bytes, std::span<const TaskId> deps, std::int32_t work = -1,
                     int sub = 0, int subs = 1, std::optional<Phase> phase = std::nullopt);
 
   // ---- dense and tensor-parallel runs (tp_hooks.cc) ----

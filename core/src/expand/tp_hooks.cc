@@ -3,6 +3,7 @@
 #include "expand/layer_emitter.h"
 
 #include <algorithm>
+#include <array>
 
 #include "absl/strings/str_cat.h"
 #include "expand/param_gather.h"
@@ -132,7 +133,7 @@ absl::Status Emitter::TensorParallel(LaneState& ls, const LayerRun& run) {
           const std::int64_t fwd = TpBytesPerSample(e_.model.layers[static_cast<size_t>(l)], Phase::kForward);
           if (e_.opt.recompute_collectives && fwd > 0) {
             chunk_deps[static_cast<size_t>(i)].push_back(Collective(lane, CollectiveOp::kAllReduce, group, stream, l, l + 1,
-                                                                    part, bytes_of(fwd), {rid}, -1, sub, subs,
+                                                                    part, bytes_of(fwd), std::array{rid}, -1, sub, subs,
                                                                     Phase::kRecompute));
           }
         }
@@ -141,7 +142,7 @@ absl::Status Emitter::TensorParallel(LaneState& ls, const LayerRun& run) {
         RecordBackward(lane, r0, run.tp, l, id);
         if (per_sample > 0) {
           const TaskId cid = Collective(lane, CollectiveOp::kAllReduce, group, stream, l, l + 1, part,
-                                        bytes_of(per_sample), {id}, -1, sub, subs);
+                                        bytes_of(per_sample), std::array{id}, -1, sub, subs);
           chunk_deps[static_cast<size_t>(i)] = {cid};
           RecordBackward(lane, r0, run.tp, l, cid);
         }
