@@ -1,6 +1,9 @@
 // Schedules that cannot run are errors that name the tasks: dependency cycles (directly or
 // through stream order), unmatched sends and receives; the simulator detects a deadlock too.
+#include <array>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -37,6 +40,27 @@ TEST(ScheduleCheck, DependencyCycleIsNamed) {
   EXPECT_NE(st.message().find("deadlocks"), absl::string_view::npos) << st;
   EXPECT_NE(st.message().find("mb7"), absl::string_view::npos) << st;
   EXPECT_NE(st.message().find("mb8"), absl::string_view::npos) << st;
+}
+
+// Dependencies given as a span of ids read back as those given as a vector, each task's own
+// first and those added later by AddDep after them, in the order they came.
+TEST(ScheduleCheck, DependenciesFromASpanOrAVectorReadTheSame) {
+  Schedule s(2);
+  const TaskId a = s.Add(Compute(s, 0, 0));
+  const TaskId b = s.Add(Compute(s, 1, 1));
+  const std::array<TaskId, 2> both{b, a};
+  const TaskId c = s.Add(Compute(s, 0, 2), std::span<const TaskId>(both));
+  const TaskId d = s.Add(Compute(s, 1, 3), std::vector<TaskId>{b, a});
+  const TaskId e = s.Add(Compute(s, 0, 4), std::span<const TaskId>());
+  s.AddDep(c, d);
+  const TaskId f = s.Add(Compute(s, 1, 5), std::span<const TaskId>(&e, 1));
+  const auto deps = [&](TaskId t) { return std::vector<TaskId>(s.deps(t).begin(), s.deps(t).end()); };
+  EXPECT_EQ(deps(c), (std::vector<TaskId>{b, a, d}));
+  EXPECT_EQ(deps(d), (std::vector<TaskId>{b, a}));
+  EXPECT_TRUE(deps(e).empty());
+  EXPECT_EQ(deps(f), (std::vector<TaskId>{e}));
+  EXPECT_EQ(s.Order(0, streams::kCompute), (std::vector<TaskId>{a, c, e}));
+  EXPECT_EQ(s.Order(1, streams::kCompute), (std::vector<TaskId>{b, d, f}));
 }
 
 // The executor's ranks read one schedule from several threads; the first reads after an

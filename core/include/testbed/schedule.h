@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <span>
 #include <string>
@@ -186,8 +187,12 @@ class Schedule {
   // Appends a task; it joins the end of its stream on its device (every member's for a
   // collective), so each device's tasks must be added in the order that device runs them.
   TaskId Add(const Task& task, const std::vector<TaskId>& deps = {});
-  // The same with its dependencies from any contiguous ids (no vector to build).
+  // The same with its dependencies from any contiguous ids, or listed in place (`{a, b}`, or
+  // `{}` for none), without a vector to build.
   TaskId Add(const Task& task, std::span<const TaskId> deps);
+  TaskId Add(const Task& task, std::initializer_list<TaskId> deps) {
+    return Add(task, std::span<const TaskId>(deps.begin(), deps.size()));
+  }
   // Adds a dependency of `task` on `on` (both already added).
   void AddDep(TaskId task, TaskId on);
   // Pairs a receive with its send (sets the receive's `match`).
