@@ -45,10 +45,14 @@ class Walker {
   }
 
  private:
-  std::vector<LaneState> Lanes(int s, const std::vector<int>& replicas, const PipelineOp& op) const {
-    std::vector<LaneState> lanes;
-    for (int r : replicas) {
-      LaneState ls;
+  // The op's lanes, with empty frontiers: refilled in place for every op, so that the
+  // frontiers' buffers are reused rather than allocated per op and rank.
+  std::vector<LaneState>& Lanes(int s, const std::vector<int>& replicas, const PipelineOp& op) {
+    lanes_.resize(replicas.size());
+    for (size_t i = 0; i < replicas.size(); ++i) {
+      const int r = replicas[i];
+      LaneState& ls = lanes_[i];
+      ls.lane = Lane{};
       ls.lane.stage = s;
       ls.lane.replica = r;
       ls.lane.iteration = op.iteration;
@@ -56,10 +60,10 @@ class Walker {
       ls.lane.chunk = op.chunk;
       ls.lane.fraction = static_cast<float>(e_.Fraction(s, r, op.micro_batch));
       ls.lane.samples = e_.plan.micro_batch;
-      ls.frontier.assign(static_cast<size_t>(e_.plan.tp(s)), {});
-      lanes.push_back(std::move(ls));
+      ls.frontier.resize(static_cast<size_t>(e_.plan.tp(s)));
+      for (auto& f : ls.frontier) f.clear();
     }
-    return lanes;
+    return lanes_;
   }
 
   static void ClearFrontiers(std::vector<LaneState>& lanes) {
@@ -92,7 +96,7 @@ class Walker {
   }
 
   absl::Status Op(int s, const std::vector<int>& replicas, const PipelineOp& op, size_t k) {
-    std::vector<LaneState> lanes = Lanes(s, replicas, op);
+    std::vector<LaneState>& lanes = Lanes(s, replicas, op);
     const int c = op.chunk, mb = op.micro_batch, it = op.iteration;
     const int g = c * e_.pp + s;
     const int last_g = e_.pp * e_.chunks - 1;
@@ -220,6 +224,7 @@ class Walker {
   }
 
   Expansion& e_;
+  std::vector<LaneState> lanes_;  // the current op's lanes (Lanes)
   std::map<std::pair<int, int>, TaskId> last_forward_;  // (stage, replica) -> first task of its last forward
   std::set<std::tuple<int, int, int, int>> gathered_;  // (iteration, stage, replica, chunk) whose first forward is emitted
 };
