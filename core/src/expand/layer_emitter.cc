@@ -14,8 +14,18 @@ namespace testbed::expand {
 std::vector<TaskId> AllDeps(const Frontier& f) { return RankDeps(f, 0, static_cast<int>(f.size())); }
 
 std::vector<TaskId> RankDeps(const Frontier& f, int first, int degree) {
+  const auto begin = f.begin() + first, end = f.begin() + first + degree;
   std::vector<TaskId> out;
-  for (auto v = f.begin() + first; v != f.begin() + first + degree; ++v) out.insert(out.end(), v->begin(), v->end());
+  if (begin == end) return out;
+  // The ranks of a gang usually wait for the same tasks: one copy of them will do.
+  if (std::all_of(begin + 1, end, [&](const std::vector<TaskId>& v) { return v == *begin; })) {
+    out = *begin;
+  } else {
+    size_t total = 0;
+    for (auto v = begin; v != end; ++v) total += v->size();
+    out.reserve(total);
+    for (auto v = begin; v != end; ++v) out.insert(out.end(), v->begin(), v->end());
+  }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;

@@ -155,7 +155,11 @@ absl::Status Emitter::TensorParallel(LaneState& ls, const LayerRun& run) {
       }
     }
     std::vector<TaskId> last;
-    for (const auto& v : chunk_deps) last.insert(last.end(), v.begin(), v.end());
+    if (chunk_deps.size() == 1) {
+      last = std::move(chunk_deps.front());
+    } else {
+      for (const auto& v : chunk_deps) last.insert(last.end(), v.begin(), v.end());
+    }
     for (int r = r0; r < r0 + run.tp; ++r) ls.frontier[static_cast<size_t>(r)] = last;
   }
   return absl::OkStatus();
