@@ -380,7 +380,13 @@ const std::vector<Link>& Cluster::links() const noexcept { return impl_->links; 
 
 std::vector<LinkId> Cluster::Route(DeviceId a, DeviceId b) const {
   std::vector<LinkId> out;
-  if (a == b) return out;
+  RouteInto(a, b, out);
+  return out;
+}
+
+void Cluster::RouteInto(DeviceId a, DeviceId b, std::vector<LinkId>& out) const {
+  out.clear();
+  if (a == b) return;
   const Impl& im = *impl_;
   const Device& da = device(a);
   const Device& db = device(b);
@@ -391,33 +397,41 @@ std::vector<LinkId> Cluster::Route(DeviceId a, DeviceId b) const {
   // Appends the local route (on a view: over its kinds only); false when there is none.
   auto local = [&](const NodeTopology& t, LinkId off, int from, int to) {
     if (from == to) return true;
-    const std::vector<int> path = kinds == 0 ? t.Route(from, to) : t.RouteOver(from, to, kinds);
+    if (kinds == 0) return t.AppendRoute(from, to, off, out);
+    const std::vector<int> path = t.RouteOver(from, to, kinds);
     for (int l : path) out.push_back(off + l);
     return !path.empty();
   };
   if (da.node == db.node && !via_nics) {
     if (!local(ta, offa, da.local_index, db.local_index)) out.clear();
-    return out;
+    return;
   }
   const NodeTopology& tb = im.Topo(db.node);
   const LinkId offb = im.first_link_of_node[static_cast<size_t>(db.node)];
   const int rail = NicRailOf(route_kinds_);
   const int nic_a = ta.nic_of_device(da.local_index, rail);
   const int nic_b = tb.nic_of_device(db.local_index, rail);
-  if (nic_a < 0 || nic_b < 0) return {};
-  if (!local(ta, offa, da.local_index, nic_a)) return {};
+  if (nic_a < 0 || nic_b < 0 || !local(ta, offa, da.local_index, nic_a)) {
+    out.clear();
+    return;
+  }
   out.push_back(im.NicUp(da.node, nic_a));
   if (!im.network.tiers.empty()) {
     im.Fabric(da.node, nic_a - ta.first_nic_endpoint(), db.node, nic_b - tb.first_nic_endpoint(), out);
   }
   out.push_back(im.NicUp(db.node, nic_b) + 1);
-  if (!local(tb, offb, nic_b, db.local_index)) return {};
+  if (!local(tb, offb, nic_b, db.local_index)) {
+    out.clear();
+    return;
+  }
   if (kinds != 0) {
     for (LinkId l : out) {
-      if ((LinkKindBit(im.links[static_cast<size_t>(l)].spec.kind) & kinds) == 0) return {};
+      if ((LinkKindBit(im.links[static_cast<size_t>(l)].spec.kind) & kinds) == 0) {
+        out.clear();
+        return;
+      }
     }
   }
-  return out;
 }
 
 int Cluster::NumHosts(int node) const {
@@ -453,14 +467,18 @@ absl::StatusOr<std::vector<LinkId>> Cluster::HostRoute(DeviceId device_id, int h
 }
 
 double Cluster::PathLatency(DeviceId a, DeviceId b) const {
+  thread_local std::vector<LinkId> route;  // reused: collective plans ask for thousands of paths
+  RouteInto(a, b, route);
   double total = 0;
-  for (LinkId l : Route(a, b)) total += impl_->links[static_cast<size_t>(l)].spec.latency_s;
+  for (LinkId l : route) total += impl_->links[static_cast<size_t>(l)].spec.latency_s;
   return total;
 }
 
 double Cluster::PathBandwidth(DeviceId a, DeviceId b) const {
+  thread_local std::vector<LinkId> route;
+  RouteInto(a, b, route);
   double bw = std::numeric_limits<double>::infinity();
-  for (LinkId l : Route(a, b)) bw = std::min(bw, impl_->links[static_cast<size_t>(l)].spec.bandwidth_bytes_per_s);
+  for (LinkId l : route) bw = std::min(bw, impl_->links[static_cast<size_t>(l)].spec.bandwidth_bytes_per_s);
   return bw;
 }
 

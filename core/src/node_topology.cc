@@ -73,6 +73,38 @@ std::vector<int> NodeTopology::RouteOver(int from, int to, LinkKinds kinds) cons
   return path;
 }
 
+bool NodeTopology::AppendRoute(int from, int to, std::int32_t offset, std::vector<std::int32_t>& out) const {
+  if (from == to) return true;
+  const size_t head = out.size();
+  if (all_ != nullptr) {
+    const std::vector<int>& path = (*all_)[static_cast<size_t>(from)][static_cast<size_t>(to)];
+    for (int l : path) out.push_back(offset + l);
+    return !path.empty();
+  }
+  // As Route: through the only neighbour of an endpoint with one link out.
+  if (out_links_[static_cast<size_t>(from)].size() == 1) {
+    const int l = out_links_[static_cast<size_t>(from)].front();
+    out.push_back(offset + l);
+    from = link_to_[static_cast<size_t>(l)];
+    if (from == to) return true;
+    if (out_links_[static_cast<size_t>(from)].size() == 1) {
+      out.resize(head);
+      return false;
+    }
+  }
+  const size_t tail = out.size();
+  const std::vector<int>& via = CachedTree(from);
+  for (int v = to; v != from; v = link_from_[static_cast<size_t>(via[static_cast<size_t>(v)])]) {
+    if (via[static_cast<size_t>(v)] < 0) {
+      out.resize(head);
+      return false;
+    }
+    out.push_back(offset + via[static_cast<size_t>(v)]);
+  }
+  std::reverse(out.begin() + static_cast<std::ptrdiff_t>(tail), out.end());
+  return true;
+}
+
 std::vector<int> NodeTopology::Route(int from, int to) const {
   if (from == to) return {};
   if (all_ != nullptr) return (*all_)[static_cast<size_t>(from)][static_cast<size_t>(to)];

@@ -41,6 +41,9 @@ class NodeTopology {
 
   // The directional local links from endpoint `from` to `to`, in order (empty when equal).
   [[nodiscard]] std::vector<int> Route(int from, int to) const;
+  // The same links, each plus `offset`, appended to `out` without a vector of their own;
+  // false (and `out` as it was) when `to` is out of reach.
+  [[nodiscard]] bool AppendRoute(int from, int to, std::int32_t offset, std::vector<std::int32_t>& out) const;
   // The shortest route that crosses only links of `kinds` (empty when there is none, or when
   // from == to). Found afresh on each call (views pinned to a link class are planned once per
   // collective and cached by their users).

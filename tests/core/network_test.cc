@@ -49,10 +49,17 @@ TEST(NetworkTest, LazyRoutesEqualAllPairsRoutesOnEveryPreset) {
     ASSERT_EQ(a.links().size(), b.links().size()) << name;
     // Ask in a scrambled order so that the lazy trees are built in another order than 0..n.
     const int n = a.num_devices();
+    std::vector<LinkId> reused{-1};  // RouteInto clears what a previous route left
     for (int i = 0; i < n; ++i) {
       const DeviceId s = (i * 7 + 3) % n;
       for (DeviceId d = 0; d < n; ++d) {
-        EXPECT_EQ(a.Route(s, d), b.Route(s, d)) << name << " " << s << "->" << d;
+        const std::vector<LinkId> route = b.Route(s, d);
+        EXPECT_EQ(a.Route(s, d), route) << name << " " << s << "->" << d;
+        a.RouteInto(s, d, reused);
+        EXPECT_EQ(reused, route) << name << " " << s << "->" << d;
+        double latency = 0;
+        for (LinkId l : route) latency += a.links()[static_cast<size_t>(l)].spec.latency_s;
+        EXPECT_EQ(a.PathLatency(s, d), latency) << name << " " << s << "->" << d;
       }
       EXPECT_EQ(a.NearestHost(s), b.NearestHost(s)) << name << " device " << s;
       for (int h = -1; h < a.NumHosts(a.device(s).node); ++h) {

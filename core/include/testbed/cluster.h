@@ -206,6 +206,8 @@ class Cluster {
   // The directional links a transfer from a to b crosses, in order (empty when a == b, and
   // on a view when no route crosses only its kinds: see CheckRoutes).
   [[nodiscard]] std::vector<LinkId> Route(DeviceId a, DeviceId b) const;
+  // The same into `out` (cleared first), reusing its buffer.
+  void RouteInto(DeviceId a, DeviceId b, std::vector<LinkId>& out) const;
   // Host memory of a node (NodeType::hosts, in order): copies between a host and a device
   // cross the node's links between the socket and the device (PCIe switches, the root
   // complex), so they contend with NIC and peer traffic on the links they share.
