@@ -1,14 +1,24 @@
 #include "link_loads.h"
 
 #include <algorithm>
-#include <map>
 
 namespace testbed::collectives {
 
+std::vector<std::pair<LinkId, double>> LinkLoads::Sorted() const {
+  std::vector<std::pair<LinkId, double>> out(bytes_.begin(), bytes_.end());
+  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  return out;
+}
+
 void PhaseBuilder::Message(DeviceId a, DeviceId b, double bytes) {
   if (a == b) return;
-  for (LinkId l : cluster_.Route(a, b)) bytes_[l] += bytes / tuning_.efficiency;
-  max_latency_ = std::max(max_latency_, cluster_.PathLatency(a, b));
+  cluster_.RouteInto(a, b, route_);
+  double latency = 0;  // Cluster::PathLatency, summed along the same route
+  for (LinkId l : route_) {
+    bytes_.Add(l, bytes / tuning_.efficiency);
+    latency += cluster_.links()[static_cast<size_t>(l)].spec.latency_s;
+  }
+  max_latency_ = std::max(max_latency_, latency);
   if (cluster_.cross_vendor() == CrossVendorPath::kHostStaged && cluster_.CrossesVendors(a, b)) {
     crossing_.push_back(Sent{a, b, bytes});
   }
@@ -17,7 +27,7 @@ void PhaseBuilder::Message(DeviceId a, DeviceId b, double bytes) {
 void PhaseBuilder::BuildInto(int steps, std::vector<CommPhase>& phases) const {
   CommPhase p;
   p.latency_s = steps * (max_latency_ + tuning_.step_latency_s);
-  p.link_bytes.assign(bytes_.begin(), bytes_.end());
+  p.link_bytes = bytes_.Sorted();
   HostStagingLegs staging(cluster_);
   for (const Sent& m : crossing_) staging.Message(m.a, m.b, m.bytes, steps);
   staging.Wrap(std::move(p), phases);
@@ -46,13 +56,13 @@ void MergeParallel(const std::vector<CommPlan>& parallel, CommPlan& into) {
   for (const auto& p : parallel) phases = std::max(phases, p.phases.size());
   for (size_t i = 0; i < phases; ++i) {
     CommPhase merged;
-    std::map<LinkId, double> loads;
+    LinkLoads loads;
     for (const auto& p : parallel) {
       if (i >= p.phases.size()) continue;
       merged.latency_s = std::max(merged.latency_s, p.phases[i].latency_s);
-      for (const auto& [l, b] : p.phases[i].link_bytes) loads[l] += b;
+      for (const auto& [l, b] : p.phases[i].link_bytes) loads.Add(l, b);
     }
-    merged.link_bytes.assign(loads.begin(), loads.end());
+    merged.link_bytes = loads.Sorted();
     into.phases.push_back(std::move(merged));
   }
 }

@@ -2,9 +2,10 @@
 // link carries when a set of point-to-point messages moves concurrently.
 #pragma once
 
-#include <map>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "testbed/cluster.h"
 #include "testbed/collective.h"
 
@@ -21,6 +22,17 @@ struct CommTuning {
   int ring_channels = 1;
 };
 
+// Bytes per link, summed in the order they are added; taken out ordered by link (as a phase
+// lists them).
+class LinkLoads {
+ public:
+  void Add(LinkId link, double bytes) { bytes_[link] += bytes; }
+  [[nodiscard]] std::vector<std::pair<LinkId, double>> Sorted() const;
+
+ private:
+  absl::flat_hash_map<LinkId, double> bytes_;
+};
+
 class PhaseBuilder {
  public:
   PhaseBuilder(const Cluster& cluster, const CommTuning& tuning) : cluster_(cluster), tuning_(tuning) {}
@@ -34,7 +46,8 @@ class PhaseBuilder {
  private:
   const Cluster& cluster_;
   const CommTuning& tuning_;
-  std::map<LinkId, double> bytes_;
+  LinkLoads bytes_;
+  std::vector<LinkId> route_;  // the current message's, reused
   double max_latency_ = 0;
   struct Sent {
     DeviceId a, b;
