@@ -469,6 +469,10 @@ absl::StatusOr<std::vector<LinkId>> Cluster::HostRoute(DeviceId device_id, int h
 double Cluster::PathLatency(DeviceId a, DeviceId b) const {
   thread_local std::vector<LinkId> route;  // reused: collective plans ask for thousands of paths
   RouteInto(a, b, route);
+  return RouteLatency(route);
+}
+
+double Cluster::RouteLatency(std::span<const LinkId> route) const {
   double total = 0;
   for (LinkId l : route) total += impl_->links[static_cast<size_t>(l)].spec.latency_s;
   return total;

@@ -81,7 +81,10 @@ bool NodeTopology::AppendRoute(int from, int to, std::int32_t offset, std::vecto
     for (int l : path) out.push_back(offset + l);
     return !path.empty();
   }
-  // As Route: through the only neighbour of an endpoint with one link out.
+  // An endpoint with one link out (a device behind one switch) routes everywhere through its
+  // neighbour: the neighbour's tree serves it, so N such devices cost one tree, not N.
+  // (Links are full duplex, so the neighbour has a link back: if that is its only one, the
+  // two are an island and `to` is out of reach.)
   if (out_links_[static_cast<size_t>(from)].size() == 1) {
     const int l = out_links_[static_cast<size_t>(from)].front();
     out.push_back(offset + l);
@@ -106,27 +109,8 @@ bool NodeTopology::AppendRoute(int from, int to, std::int32_t offset, std::vecto
 }
 
 std::vector<int> NodeTopology::Route(int from, int to) const {
-  if (from == to) return {};
-  if (all_ != nullptr) return (*all_)[static_cast<size_t>(from)][static_cast<size_t>(to)];
   std::vector<int> path;
-  // An endpoint with one link out (a device behind one switch) routes everywhere through its
-  // neighbour: the neighbour's tree serves it, so N such devices cost one tree, not N.
-  // (Links are full duplex, so the neighbour has a link back: if that is its only one, the
-  // two are an island and `to` is out of reach.)
-  if (out_links_[static_cast<size_t>(from)].size() == 1) {
-    const int l = out_links_[static_cast<size_t>(from)].front();
-    path.push_back(l);
-    from = link_to_[static_cast<size_t>(l)];
-    if (from == to) return path;
-    if (out_links_[static_cast<size_t>(from)].size() == 1) return {};
-  }
-  const size_t head = path.size();
-  const std::vector<int>& via = CachedTree(from);
-  for (int v = to; v != from; v = link_from_[static_cast<size_t>(via[static_cast<size_t>(v)])]) {
-    if (via[static_cast<size_t>(v)] < 0) return {};
-    path.push_back(via[static_cast<size_t>(v)]);
-  }
-  std::reverse(path.begin() + static_cast<std::ptrdiff_t>(head), path.end());
+  (void)AppendRoute(from, to, 0, path);  // left empty when out of reach
   return path;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -219,6 +220,8 @@ class Cluster {
   [[nodiscard]] absl::StatusOr<std::vector<LinkId>> HostRoute(DeviceId device, int host, bool to_device) const;
   // Sum of latencies and smallest bandwidth along Route(a, b).
   [[nodiscard]] double PathLatency(DeviceId a, DeviceId b) const;
+  // Sum of latencies along a route already found (RouteInto), in its order.
+  [[nodiscard]] double RouteLatency(std::span<const LinkId> route) const;
   [[nodiscard]] double PathBandwidth(DeviceId a, DeviceId b) const;
 
   // "4 nodes x hpwnv (4 x rtx3090), 16 devices"

@@ -19,10 +19,9 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
-
-#include "absl/container/flat_hash_map.h"
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "testbed/pipeline_program.h"
 #include "testbed/schedule.h"
