@@ -13,12 +13,8 @@ std::vector<std::pair<LinkId, double>> LinkLoads::Sorted() const {
 void PhaseBuilder::Message(DeviceId a, DeviceId b, double bytes) {
   if (a == b) return;
   cluster_.RouteInto(a, b, route_);
-  double latency = 0;  // Cluster::PathLatency, summed along the same route
-  for (LinkId l : route_) {
-    bytes_.Add(l, bytes / tuning_.efficiency);
-    latency += cluster_.links()[static_cast<size_t>(l)].spec.latency_s;
-  }
-  max_latency_ = std::max(max_latency_, latency);
+  for (LinkId l : route_) bytes_.Add(l, bytes / tuning_.efficiency);
+  max_latency_ = std::max(max_latency_, cluster_.RouteLatency(route_));
   if (cluster_.cross_vendor() == CrossVendorPath::kHostStaged && cluster_.CrossesVendors(a, b)) {
     crossing_.push_back(Sent{a, b, bytes});
   }
