@@ -9,7 +9,8 @@ DeviceLedger::DeviceLedger(const Schedule& s, int micro_batches, int chunks) {
   books_.assign(devices, Book{});
   held_key_stride_ = static_cast<size_t>(std::max(1, micro_batches));
   held_chunks_ = static_cast<size_t>(std::max(1, chunks));
-  held_.assign(devices, {});
+  devices_ = devices;
+  held_.clear();
   for (size_t d = 0; d < devices; ++d) {
     const double b = s.static_bytes(static_cast<DeviceId>(d));
     books_[d].stats.static_bytes = b;
@@ -18,23 +19,25 @@ DeviceLedger::DeviceLedger(const Schedule& s, int micro_batches, int chunks) {
   }
 }
 
-void DeviceLedger::Change(Hold hold, size_t d) {
-  auto& live = held_[d];
-  const size_t key = hold.key;
-  if (live.size() <= key) live.resize(key + 1, 0);
-  int& count = live[key];
-  Book& b = books_[d];
-  if (hold.delta > 0) {
-    if (count == 0) {
-      ++b.held_now;
-      b.stats.max_micro_batches_held = std::max(b.stats.max_micro_batches_held, b.held_now);
-    }
-    count += hold.layers;
-  } else {
-    count -= hold.layers;
-    if (count <= 0) {
-      count = 0;
-      --b.held_now;
+void DeviceLedger::Change(Hold hold, std::span<const DeviceId> devs) {
+  const size_t row = static_cast<size_t>(hold.key) * devices_;
+  if (held_.size() < row + devices_) held_.resize(row + devices_, 0);
+  for (DeviceId dev : devs) {
+    const size_t d = static_cast<size_t>(dev);
+    int& count = held_[row + d];
+    Book& b = books_[d];
+    if (hold.delta > 0) {
+      if (count == 0) {
+        ++b.held_now;
+        b.stats.max_micro_batches_held = std::max(b.stats.max_micro_batches_held, b.held_now);
+      }
+      count += hold.layers;
+    } else {
+      count -= hold.layers;
+      if (count <= 0) {
+        count = 0;
+        --b.held_now;
+      }
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "sim/simulator.h"
@@ -41,24 +42,29 @@ class DeviceLedger {
                 static_cast<std::int8_t>(task.phase == Phase::kForward ? 1 : -1)};
   }
 
-  // Compute (or a kernel) starts on `dev`, adding `bytes` of memory; a forward compute
-  // task's (chunk, micro-batch) holds activations from then on.
-  void StartCompute(DeviceId dev, double bytes, Hold hold, double now) {
-    Book& b = books_[static_cast<size_t>(dev)];
-    Account(b, now);
-    ++b.computing;
-    b.mem_now += bytes;
-    b.stats.memory_peak_bytes = std::max(b.stats.memory_peak_bytes, b.mem_now);
-    if (hold.delta > 0) Change(hold, static_cast<size_t>(dev));
+  // Compute (or a kernel) starts on `devs` (one device, or a gang's members), adding `bytes`
+  // of memory on each; a forward compute task's (chunk, micro-batch) holds activations from
+  // then on.
+  void StartCompute(std::span<const DeviceId> devs, double bytes, Hold hold, double now) {
+    for (DeviceId dev : devs) {
+      Book& b = books_[static_cast<size_t>(dev)];
+      Account(b, now);
+      ++b.computing;
+      b.mem_now += bytes;
+      b.stats.memory_peak_bytes = std::max(b.stats.memory_peak_bytes, b.mem_now);
+    }
+    if (hold.delta > 0) Change(hold, devs);
   }
-  // It ends, changing memory by `bytes` (negative: freed); a backward compute task
+  // It ends, changing memory by `bytes` (negative: freed) on each; a backward compute task
   // releases its (chunk, micro-batch).
-  void EndCompute(DeviceId dev, double bytes, Hold hold, double now) {
-    Book& b = books_[static_cast<size_t>(dev)];
-    Account(b, now);
-    --b.computing;
-    b.mem_now += bytes;
-    if (hold.delta < 0) Change(hold, static_cast<size_t>(dev));
+  void EndCompute(std::span<const DeviceId> devs, double bytes, Hold hold, double now) {
+    for (DeviceId dev : devs) {
+      Book& b = books_[static_cast<size_t>(dev)];
+      Account(b, now);
+      --b.computing;
+      b.mem_now += bytes;
+    }
+    if (hold.delta < 0) Change(hold, devs);
   }
   void StartComm(DeviceId dev, double now) {
     Book& b = books_[static_cast<size_t>(dev)];
@@ -97,12 +103,14 @@ class DeviceLedger {
     }
     b.last_change = now;
   }
-  void Change(Hold hold, size_t d);
+  void Change(Hold hold, std::span<const DeviceId> devs);
 
   std::vector<Book> books_;
-  // Micro-batches with activations alive on a device: a (iteration, chunk, micro-batch)
-  // counts from its first forward task until its last backward task ends.
-  std::vector<std::vector<int>> held_;
+  // Layers with activations alive per (iteration, chunk, micro-batch) key and device, at
+  // held_[key * devices + device] (a gang's members side by side), grown by whole keys: a key
+  // counts on a device from its first forward task until its last backward task ends.
+  std::vector<int> held_;
+  size_t devices_ = 0;
   size_t held_key_stride_ = 1;
   size_t held_chunks_ = 1;
 };

@@ -253,7 +253,7 @@ class Engine {
     }
     // Compute or kernel, on one device or a tensor-parallel gang.
     const double bytes = MemoryOf(c).start;
-    for (DeviceId dev : DevicesOf(t)) ledger_.StartCompute(dev, bytes, HoldOf(c), now_);
+    ledger_.StartCompute(DevicesOf(t), bytes, HoldOf(c), now_);
     if (opt_.shared_cores > 0) {
       CatchUpSharing();
       sharing_.push_back(t);
@@ -393,7 +393,7 @@ class Engine {
       }
       contention_.EndCompute(t, DevicesOf(t));
       const double bytes = MemoryOf(c).end;
-      for (DeviceId dev : DevicesOf(t)) ledger_.EndCompute(dev, bytes, HoldOf(c), now_);
+      ledger_.EndCompute(DevicesOf(t), bytes, HoldOf(c), now_);
     } else {
       ForDevices(t, partner, [&](DeviceId d) {
         ledger_.EndComm(d, now_);
