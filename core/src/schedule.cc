@@ -131,6 +131,20 @@ void Schedule::SetStaticBytes(DeviceId device, double bytes) {
   static_bytes_[static_cast<size_t>(device)] = bytes;
 }
 
+namespace {
+
+// Room for `extra` more elements. Past 64 Ki elements a full vector grows fourfold instead of
+// twofold: a large schedule is copied and faulted in a third as often, and the room it does
+// not fill is address space never touched.
+template <typename T>
+void GrowFor(std::vector<T>& v, size_t extra) {
+  if (v.size() + extra <= v.capacity()) return;
+  const size_t factor = v.capacity() >= (size_t{1} << 16) ? 4 : 2;
+  ReserveHuge(v, std::max(v.size() + extra, v.capacity() * factor));
+}
+
+}  // namespace
+
 TaskId Schedule::Add(const Task& task, const std::vector<TaskId>& deps) {
   return Add(task, std::span<const TaskId>(deps));
 }
@@ -139,10 +153,13 @@ TaskId Schedule::Add(const Task& task, std::span<const TaskId> deps) {
   // Dependencies added by AddDep before stay pending: the compaction puts each task's own
   // first, whenever it runs.
   const TaskId id = static_cast<TaskId>(tasks_.size());
+  GrowFor(tasks_, 1);
+  GrowFor(dep_begin_, 1);
+  GrowFor(deps_, deps.size());
   tasks_.push_back(task);
   iterations_ = std::max(iterations_, task.iteration + 1);
   streams_used_ = std::max(streams_used_, static_cast<int>(task.stream) + 1);
-  deps_.append(deps);
+  deps_.insert(deps_.end(), deps.begin(), deps.end());
   dep_begin_.push_back(static_cast<std::int64_t>(deps_.size()));
   auto append = [&](DeviceId d) {
     if (d < 0) return;
@@ -172,13 +189,13 @@ void Schedule::Compact() const {
   if (!compaction_.pending.load(std::memory_order_relaxed)) return;  // another reader did it
   // Each task's dependencies from Add, then those from AddDep in the order they came.
   const size_t n = tasks_.size();
-  GrowArray<std::int64_t> begin;
-  begin.assign(n + 1, 0);
+  std::vector<std::int64_t> begin;
+  AssignHuge(begin, n + 1, std::int64_t{0});
   for (size_t i = 0; i < n; ++i) begin[i + 1] = dep_begin_[i + 1] - dep_begin_[i];
   for (const auto& [task, on] : extra_deps_) ++begin[static_cast<size_t>(task) + 1];
   for (size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
-  GrowArray<TaskId> flat;
-  flat.assign(static_cast<size_t>(begin[n]), 0);
+  std::vector<TaskId> flat;
+  AssignHuge(flat, static_cast<size_t>(begin[n]), TaskId{0});
   std::vector<std::int64_t> fill;
   AssignHuge(fill, n, std::int64_t{0});
   for (size_t i = 0; i < n; ++i) {
