@@ -9,7 +9,6 @@ DeviceLedger::DeviceLedger(const Schedule& s, int micro_batches, int chunks) {
   books_.assign(devices, Book{});
   held_key_stride_ = static_cast<size_t>(std::max(1, micro_batches));
   held_chunks_ = static_cast<size_t>(std::max(1, chunks));
-  devices_ = devices;
   held_.clear();
   for (size_t d = 0; d < devices; ++d) {
     const double b = s.static_bytes(static_cast<DeviceId>(d));
@@ -20,8 +19,9 @@ DeviceLedger::DeviceLedger(const Schedule& s, int micro_batches, int chunks) {
 }
 
 void DeviceLedger::Change(Hold hold, std::span<const DeviceId> devs) {
-  const size_t row = static_cast<size_t>(hold.key) * devices_;
-  if (held_.size() < row + devices_) held_.resize(row + devices_, 0);
+  const size_t devices = books_.size();
+  const size_t row = static_cast<size_t>(hold.key) * devices;
+  if (held_.size() < row + devices) held_.resize(row + devices, 0);
   for (DeviceId dev : devs) {
     const size_t d = static_cast<size_t>(dev);
     int& count = held_[row + d];

@@ -107,10 +107,10 @@ class DeviceLedger {
 
   std::vector<Book> books_;
   // Layers with activations alive per (iteration, chunk, micro-batch) key and device, at
-  // held_[key * devices + device] (a gang's members side by side), grown by whole keys: a key
-  // counts on a device from its first forward task until its last backward task ends.
+  // held_[key * devices + device] (a gang's members side by side; devices: books_.size()),
+  // grown by whole keys: a key counts on a device from its first forward task until its last
+  // backward task ends.
   std::vector<int> held_;
-  size_t devices_ = 0;
   size_t held_key_stride_ = 1;
   size_t held_chunks_ = 1;
 };
