@@ -131,20 +131,6 @@ void Schedule::SetStaticBytes(DeviceId device, double bytes) {
   static_bytes_[static_cast<size_t>(device)] = bytes;
 }
 
-namespace {
-
-// Room for `extra` more elements. Past 64 Ki elements a full vector grows fourfold instead of
-// twofold: a large schedule is copied and faulted in a third as often, and the room it does
-// not fill is address space never touched.
-template <typename T>
-void GrowFor(std::vector<T>& v, size_t extra) {
-  if (v.size() + extra <= v.capacity()) return;
-  const size_t factor = v.capacity() >= (size_t{1} << 16) ? 4 : 2;
-  ReserveHuge(v, std::max(v.size() + extra, v.capacity() * factor));
-}
-
-}  // namespace
-
 TaskId Schedule::Add(const Task& task, const std::vector<TaskId>& deps) {
   return Add(task, std::span<const TaskId>(deps));
 }
@@ -153,9 +139,9 @@ TaskId Schedule::Add(const Task& task, std::span<const TaskId> deps) {
   // Dependencies added by AddDep before stay pending: the compaction puts each task's own
   // first, whenever it runs.
   const TaskId id = static_cast<TaskId>(tasks_.size());
-  GrowFor(tasks_, 1);
-  GrowFor(dep_begin_, 1);
-  GrowFor(deps_, deps.size());
+  GrowHuge(tasks_, 1);
+  GrowHuge(dep_begin_, 1);
+  GrowHuge(deps_, deps.size());
   tasks_.push_back(task);
   iterations_ = std::max(iterations_, task.iteration + 1);
   streams_used_ = std::max(streams_used_, static_cast<int>(task.stream) + 1);

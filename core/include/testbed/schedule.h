@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "testbed/cluster.h"
@@ -193,6 +194,15 @@ class Schedule {
   TaskId Add(const Task& task, std::initializer_list<TaskId> deps) {
     return Add(task, std::span<const TaskId>(deps.begin(), deps.size()));
   }
+  // Appends copies of tasks [begin, end), a part of the schedule that refers only to itself
+  // (dependencies and receives' sends inside it), moved to other devices: what ran on device d
+  // (or was sent to it) goes to to_device[d], a task over group g to group to_group[g]; the
+  // copies' dependencies and matches point to the copies, and `edit` may change any field of
+  // each but those (and its stream). The copies are what adding them one by one in order would make. False,
+  // with nothing added, unless every device the part uses is mapped (to a device without tasks
+  // yet) and has no tasks outside the part, and every group it uses is mapped.
+  [[nodiscard]] bool AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> to_device,
+                                  std::span<const std::int32_t> to_group, absl::FunctionRef<void(Task&)> edit);
   // Adds a dependency of `task` on `on` (both already added).
   void AddDep(TaskId task, TaskId on);
   // Pairs a receive with its send (sets the receive's `match`).
