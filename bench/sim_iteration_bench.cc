@@ -9,6 +9,7 @@
 #include "config/cluster_config.h"
 #include "config/model_config.h"
 #include "engine/plugin_loader.h"
+#include "expand/replica_copy.h"
 #include "sim/simulator.h"
 #include "testbed/pipeline_program.h"
 
@@ -36,7 +37,8 @@ World& TheWorld() {
   return w;
 }
 
-void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, int micro_batches, RateUpdates rates) {
+void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, int micro_batches, RateUpdates rates,
+                  bool copy_replicas = true) {
   World& w = TheWorld();
   ErrorList errors;
   auto cdoc = ConfigDoc::ParseString(absl::StrCat("[cluster]\npreset = \"dgx-a100\"\nnodes = ", nodes, "\n"), "bench");
@@ -69,6 +71,7 @@ void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, in
   const Plan plan = GridPlan(grid);
   TrainSettings train;
   double tasks = 0, build_s = 0, sim_s = 0, iteration = 0;
+  expand::SetReplicaCopy(copy_replicas);
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     SchedulingContext ctx{*model, *cluster, plan, train, *dm};
@@ -88,6 +91,7 @@ void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, in
     sim_s += std::chrono::duration<double>(t2 - t1).count();
     iteration = r->iteration_time_s;
   }
+  expand::SetReplicaCopy(true);
   const double n = static_cast<double>(state.iterations());
   state.counters["gpus"] = tp * pp * dp;
   state.counters["tasks"] = tasks;
@@ -102,11 +106,15 @@ void SimulateGpt3(benchmark::State& state, int nodes, int tp, int pp, int dp, in
 constexpr RateUpdates kInc = RateUpdates::kIncremental, kFull = RateUpdates::kFull;
 BENCHMARK_CAPTURE(SimulateGpt3, gpus_1024, 128, 8, 16, 8, 64, kInc)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(SimulateGpt3, gpus_1024_full_rates, 128, 8, 16, 8, 64, kFull)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+// ... and with every data-parallel replica walked by the expander rather than copied from the
+// first (expand/replica_copy.h): the same schedule, built the former way.
+BENCHMARK_CAPTURE(SimulateGpt3, gpus_1024_walked, 128, 8, 16, 8, 64, kInc, false)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 // Scaling at the same per-replica work: 64 GPUs (DP 1 with PP 8), 8,192 GPUs (DP 64).
 BENCHMARK_CAPTURE(SimulateGpt3, gpus_64, 8, 8, 8, 1, 64, kInc)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK_CAPTURE(SimulateGpt3, gpus_64_full_rates, 8, 8, 8, 1, 64, kFull)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK_CAPTURE(SimulateGpt3, gpus_8192, 1024, 8, 16, 64, 64, kInc)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(SimulateGpt3, gpus_8192_full_rates, 1024, 8, 16, 64, 64, kFull)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(SimulateGpt3, gpus_8192_walked, 1024, 8, 16, 64, 64, kInc, false)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 }  // namespace testbed

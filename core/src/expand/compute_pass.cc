@@ -5,6 +5,7 @@
 // replicas walk alone, replica by replica and stage by stage.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -12,6 +13,7 @@
 #include "expand/expansion.h"
 #include "expand/layer_hooks.h"
 #include "expand/p2p.h"
+#include "expand/replica_copy.h"
 #include "expand/sparse_embedding.h"
 #include "testbed/status_macros.h"
 
@@ -244,7 +246,18 @@ absl::Status ComputePass(Expansion& e) {
     group_size[static_cast<size_t>(s)] = std::lcm(ep, e.plan.cp());
     groups = std::max(groups, e.plan.dp(s) / group_size[static_cast<size_t>(s)]);
   }
+  // Replica 0 walks; where every replica walks alike, the others are its copies.
+  const bool alike = ReplicaCopyOn() && groups > 1 && ReplicasAlike(e);
+  const TaskId first = static_cast<TaskId>(e.sched.size());
   for (int g = 0; g < groups; ++g) {
+    if (g == 1 && alike) {
+      std::optional<ReplicaCopier> copier = ReplicaCopier::From(e, first, static_cast<TaskId>(e.sched.size()));
+      if (copier && copier->Copy(g)) {
+        for (++g; g < groups && copier->Copy(g); ++g) {
+        }
+        if (g == groups) break;
+      }
+    }
     for (int s = 0; s < e.pp; ++s) {
       const int size = group_size[static_cast<size_t>(s)];
       if (g >= e.plan.dp(s) / size) continue;
