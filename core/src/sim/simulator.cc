@@ -163,8 +163,9 @@ class Engine {
     // Reaching the head of each stream: the first task of a stream arrives at the start (Run),
     // every other when its predecessor there finishes. A task's first stream successor is
     // kept beside it, further ones (a collective over several gangs) apart, in order.
-    std::vector<TaskId> last;
-    AssignHuge(last, n, TaskId{-1});
+    // Each task's latest stream successor, in the counts' buffer (spent, and already faulted in).
+    std::vector<TaskId>& last = count;
+    last.assign(n, TaskId{-1});
     more_.clear();
     ForStreamEdges(last, [&](TaskId b) { ++ctl_[static_cast<size_t>(b)].wait; },
                    [&](TaskId a, TaskId b) {
