@@ -1,11 +1,14 @@
-// The simulator's event queue gives its events in (time, creation order) order, as a sorted
-// list would, with ties in time (and -0 against 0) broken by creation order, under interleaved
-// pushes and takes (a push after a take fills the slot the take left).
+// The simulator's event queue (a radix heap) gives its events in (time, creation order) order,
+// as a sorted list would, with ties in time (and -0 against 0) broken by creation order, under
+// interleaved pushes and takes: with few distinct times (mostly ties), with times spread over
+// many orders of magnitude (events moving down many buckets), and with pushes before the last
+// take (which the engine never makes, rebuilt).
 #include "sim/event_queue.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -49,7 +52,7 @@ TEST(EventQueue, PopsInTimeThenCreationOrder) {
     ++popped;
   }
   EXPECT_GT(popped, 5000);
-  // Drained to the end, with the slot a take leaves closed by empty().
+  // Drained to the end.
   while (!pending.empty()) {
     const auto first = std::min_element(pending.begin(), pending.end(), [](const Ev& a, const Ev& b) {
       return a.time < b.time || (a.time == b.time && a.seq < b.seq);
@@ -61,12 +64,66 @@ TEST(EventQueue, PopsInTimeThenCreationOrder) {
   EXPECT_TRUE(q.empty());
 }
 
-TEST(EventQueue, APushAfterATakeFillsItsSlot) {
+// Takes from `q` and from the reference until both are empty, checking each.
+void ExpectDrainsInOrder(EventQueue<Ev>& q, std::vector<Ev>& pending) {
+  while (!pending.empty()) {
+    const auto first = std::min_element(pending.begin(), pending.end(), [](const Ev& a, const Ev& b) {
+      return a.time < b.time || (a.time == b.time && a.seq < b.seq);
+    });
+    ASSERT_FALSE(q.empty());
+    const Ev got = q.take();
+    ASSERT_EQ(got.seq, first->seq);
+    ASSERT_EQ(got.time, first->time);
+    pending.erase(first);
+  }
+  EXPECT_TRUE(q.empty());
+}
+
+TEST(EventQueue, SpreadTimesAndEarlierPushes) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  EventQueue<Ev> q;
+  std::vector<Ev> pending;
+  std::uint32_t seq = 0;
+  double now = 0;
+  int popped = 0, earlier = 0;
+  for (int step = 0; step < 30000; ++step) {
+    const unsigned roll = static_cast<unsigned>(rng() % 8);
+    if (pending.empty() || roll < 5) {
+      // From a nanosecond to a thousand seconds ahead, some at the present, rarely before it.
+      double t = now + std::pow(10.0, -9.0 + 12.0 * unit(rng));
+      if (roll == 0) t = now;
+      if (roll == 1 && step % 97 == 0 && now > 0) {
+        t = now * unit(rng);
+        ++earlier;
+      }
+      const Ev e{t, seq++};
+      q.push(e);
+      pending.push_back(e);
+      continue;
+    }
+    const auto first = std::min_element(pending.begin(), pending.end(), [](const Ev& a, const Ev& b) {
+      return a.time < b.time || (a.time == b.time && a.seq < b.seq);
+    });
+    ASSERT_FALSE(q.empty());
+    const Ev got = q.take();
+    ASSERT_EQ(got.seq, first->seq) << "pop " << popped;
+    ASSERT_EQ(got.time, first->time);
+    now = first->time;
+    pending.erase(first);
+    ++popped;
+  }
+  EXPECT_GT(popped, 5000);
+  EXPECT_GT(earlier, 10);
+  ExpectDrainsInOrder(q, pending);
+}
+
+TEST(EventQueue, APushBeforeTheLastTakeComesFirst) {
   EventQueue<Ev> q;
   q.push(Ev{1.0, 0});
   EXPECT_EQ(q.take().seq, 0u);
-  q.push(Ev{2.0, 1});  // into the slot the take left
-  q.push(Ev{0.5, 2});
+  q.push(Ev{2.0, 1});
+  q.push(Ev{0.5, 2});  // before the last take
   EXPECT_EQ(q.take().seq, 2u);
   EXPECT_EQ(q.take().seq, 1u);
   EXPECT_TRUE(q.empty());
