@@ -13,20 +13,30 @@ bool Schedule::AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> 
   if (begin < 0 || end < begin || static_cast<size_t>(end) > tasks_.size()) return false;
   Compact();
   const TaskId offset = static_cast<TaskId>(tasks_.size()) - begin;
-  // The devices the part uses, each mapped to a device of its own that has no tasks yet.
-  std::vector<char> used(order_.size(), 0);
-  auto use = [&](DeviceId d) {
+  // The (device, stream) lists the part's tasks join, each found at its first task, with the
+  // list of the copy: work in proportion to the part, not to the schedule or the cluster.
+  struct List {
+    DeviceId from, to;
+    std::uint8_t stream;
+  };
+  std::vector<List> lists;
+  auto use = [&](DeviceId d, TaskId t, std::uint8_t stream) {
     if (d < 0 || static_cast<size_t>(d) >= order_.size() || static_cast<size_t>(d) >= to_device.size()) return false;
     const DeviceId to = to_device[static_cast<size_t>(d)];
     if (to < 0 || static_cast<size_t>(to) >= order_.size()) return false;
-    used[static_cast<size_t>(d)] = 1;
+    const std::vector<TaskId>& from = order_[static_cast<size_t>(d)][stream];
+    if (from.front() != t) return from.front() >= begin;  // a later task of a list seen (or one begun before)
+    if (from.back() >= end) return false;  // the device has tasks after the part
+    lists.push_back({d, to, stream});
     return true;
   };
   size_t dep_count = 0;
   for (TaskId t = begin; t < end; ++t) {
     const Task& task = tasks_[static_cast<size_t>(t)];
-    if (task.device >= 0 && !use(task.device)) return false;
-    if (task.peer >= 0 && !use(task.peer)) return false;
+    if (task.device >= 0 && !use(task.device, t, task.stream)) return false;
+    if (task.peer >= 0 && (task.peer >= static_cast<DeviceId>(to_device.size()) || to_device[static_cast<size_t>(task.peer)] < 0)) {
+      return false;
+    }
     if (task.device < 0 && task.group >= 0) {
       if (static_cast<size_t>(task.group) >= groups_.size() || static_cast<size_t>(task.group) >= to_group.size() ||
           to_group[static_cast<size_t>(task.group)] < 0 ||
@@ -34,7 +44,7 @@ bool Schedule::AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> 
         return false;
       }
       for (DeviceId d : groups_[static_cast<size_t>(task.group)]) {
-        if (!use(d)) return false;
+        if (!use(d, t, task.stream)) return false;
       }
     }
     if (task.match >= 0 && (task.match < begin || task.match >= end)) return false;
@@ -44,18 +54,16 @@ bool Schedule::AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> 
     }
     dep_count += static_cast<size_t>(dep_begin_[i + 1] - dep_begin_[i]);
   }
-  std::vector<char> target(order_.size(), 0);
-  for (size_t d = 0; d < used.size(); ++d) {
-    if (!used[d]) continue;
-    for (const std::vector<TaskId>& stream : order_[d]) {
-      if (!stream.empty() && (stream.front() < begin || stream.back() >= end)) return false;
-    }
-    const size_t to = static_cast<size_t>(to_device[d]);
-    if (target[to] || used[to]) return false;
-    target[to] = 1;
-    for (const std::vector<TaskId>& stream : order_[to]) {
-      if (!stream.empty()) return false;
-    }
+  // A copy's list that is not empty, or two lists that would become one: refused.
+  for (const List& l : lists) {
+    const auto& to = order_[static_cast<size_t>(l.to)];
+    if (l.stream < to.size() && !to[l.stream].empty()) return false;
+  }
+  std::sort(lists.begin(), lists.end(), [](const List& a, const List& b) {
+    return a.to != b.to ? a.to < b.to : a.stream < b.stream;
+  });
+  for (size_t k = 1; k < lists.size(); ++k) {
+    if (lists[k].to == lists[k - 1].to && lists[k].stream == lists[k - 1].stream) return false;
   }
 
   const size_t n = static_cast<size_t>(end - begin);
@@ -76,17 +84,14 @@ bool Schedule::AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> 
     for (std::int64_t k = dep_begin_[i]; k < dep_begin_[i + 1]; ++k) deps_.push_back(deps_[static_cast<size_t>(k)] + offset);
     dep_begin_.push_back(static_cast<std::int64_t>(deps_.size()));
   }
-  // Stream lists: a device's tasks of the part are all its tasks, in order, so its copy's
-  // lists are its own, moved.
-  for (size_t d = 0; d < used.size(); ++d) {
-    if (!used[d]) continue;
-    const std::vector<std::vector<TaskId>>& from = order_[d];
-    std::vector<std::vector<TaskId>>& to = order_[static_cast<size_t>(to_device[d])];
-    to.resize(from.size());
-    for (size_t st = 0; st < from.size(); ++st) {
-      to[st].resize(from[st].size());
-      std::transform(from[st].begin(), from[st].end(), to[st].begin(), [offset](TaskId t) { return t + offset; });
-    }
+  // Stream lists: a device's tasks of the part are all its tasks on the stream, in order, so
+  // the copy's list is the source's, moved.
+  for (const List& l : lists) {
+    const std::vector<TaskId>& from = order_[static_cast<size_t>(l.from)][l.stream];
+    std::vector<std::vector<TaskId>>& to = order_[static_cast<size_t>(l.to)];
+    if (to.size() <= l.stream) to.resize(static_cast<size_t>(l.stream) + 1);
+    to[l.stream].resize(from.size());
+    std::transform(from.begin(), from.end(), to[l.stream].begin(), [offset](TaskId t) { return t + offset; });
   }
   return true;
 }

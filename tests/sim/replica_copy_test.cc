@@ -25,8 +25,8 @@ struct Case {
   int zero_stage = 0;
   bool gpipe = false, two_bw = false;
   bool copied = true;  // whether the replicas are alike
-  std::function<void(Plan&, int layers)> edit_plan;
-  std::function<void(ExpandOptions&)> edit_options;
+  std::function<void(Plan&, int layers)> edit_plan = {};
+  std::function<void(ExpandOptions&)> edit_options = {};
 };
 
 Plan MakePlan(const Case& c, const ModelGraph& model) {
@@ -154,8 +154,8 @@ TEST_P(ReplicaCopy, BuildsTheScheduleTheWalkBuilds) {
 
 std::vector<Case> Cases() {
   std::vector<Case> v;
-  v.push_back({.name = "dp4"});
-  v.back().dp = 4;
+  v.push_back({.name = "dp4", .dp = 4});
+  v.push_back({.name = "tp2_pp2_dp16", .tp = 2, .pp = 2, .dp = 16});
   v.push_back({.name = "tp2_pp2_dp3_full_recompute", .tp = 2, .pp = 2, .dp = 3, .recompute = RecomputeMode::kFull});
   v.push_back({.name = "tp2_pp2_dp2_selective_sp", .tp = 2, .pp = 2, .dp = 2, .recompute = RecomputeMode::kSelective,
                .sequence_parallel = true});

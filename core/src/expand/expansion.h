@@ -152,9 +152,9 @@ class Expansion {
   [[nodiscard]] bool TracksForwards() const { return !first_fwd_.empty(); }
   void RecordForward(int iteration, DeviceId device, int layer, TaskId task);
   [[nodiscard]] TaskId FirstForward(int iteration, DeviceId device, int layer) const;
-  // Replica copying (replica_copy.h): the records of replica 0's devices given to replica
-  // `replica`'s, device d's on to[d] (-1: not one of replica 0's), with task ids + `offset`.
-  void CopyDeviceRecords(const std::vector<DeviceId>& to, int replica, TaskId offset);
+  // Replica copying (replica_copy.h): the records of replica 0's devices `from` given to a
+  // copy's, device d's to to[d], with task ids + `offset`.
+  void CopyDeviceRecords(const std::vector<DeviceId>& from, const std::vector<DeviceId>& to, TaskId offset);
   // Work entries by what determines them, so that the thousands of tasks doing the same work
   // are interned without recomputing their memory figures.
   struct WorkKey {

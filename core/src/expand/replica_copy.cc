@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <type_traits>
 #include <utility>
 
 #include "expand/param_gather.h"
@@ -69,111 +68,97 @@ std::optional<ReplicaCopier> ReplicaCopier::From(Expansion& e, TaskId begin, Tas
   if (!e.unmatched.empty() || e.duplicate_transfer >= 0 || !e.moe_block_marks.empty() || !e.broadcast_done.empty()) {
     return std::nullopt;
   }
+  for (const auto& key : e.pending_recompute) {
+    if (std::get<2>(key) != 0) return std::nullopt;  // only replica 0 has walked
+  }
   ReplicaCopier c(e, begin, end);
+  // Replica 0's forwards still waiting for their recompute (none where every forward has its
+  // backward in the walk): each copy's wait likewise.
+  c.pending_.assign(e.pending_recompute.begin(), e.pending_recompute.end());
   const size_t devices = static_cast<size_t>(e.sched.num_devices());
-  c.stage_of_.assign(devices, -1);
-  c.rank_of_.assign(devices, -1);
+  std::vector<char> mine(devices, 0);
   for (int s = 0; s < e.pp; ++s) {
     for (int t = 0; t < e.plan.tp(s); ++t) {
       const DeviceId d = e.Dev(0, s, t);
-      if (d < 0 || static_cast<size_t>(d) >= devices || c.stage_of_[static_cast<size_t>(d)] >= 0) return std::nullopt;
-      c.stage_of_[static_cast<size_t>(d)] = s;
-      c.rank_of_[static_cast<size_t>(d)] = t;
+      if (d < 0 || static_cast<size_t>(d) >= devices || mine[static_cast<size_t>(d)]) return std::nullopt;
+      mine[static_cast<size_t>(d)] = 1;
+      c.devices_.push_back(d);
+      c.places_.emplace_back(s, t);
     }
   }
-  auto mine = [&](DeviceId d) { return d >= 0 && static_cast<size_t>(d) < devices && c.stage_of_[static_cast<size_t>(d)] >= 0; };
+  auto ours = [&](DeviceId d) { return d >= 0 && static_cast<size_t>(d) < devices && mine[static_cast<size_t>(d)]; };
+  std::int32_t top_group = -1;
   for (TaskId t = begin; t < end; ++t) {
     const Task& task = e.sched.task(t);
-    if (task.replica != 0 || (task.device >= 0 && !mine(task.device)) || (task.peer >= 0 && !mine(task.peer))) {
+    if (task.replica != 0 || (task.device >= 0 && !ours(task.device)) || (task.peer >= 0 && !ours(task.peer))) {
       return std::nullopt;
     }
     if (task.device < 0 && task.group >= 0) {
       for (DeviceId d : e.sched.groups()[static_cast<size_t>(task.group)]) {
-        if (!mine(d)) return std::nullopt;
+        if (!ours(d)) return std::nullopt;
       }
       if (std::find(c.groups_.begin(), c.groups_.end(), task.group) == c.groups_.end()) c.groups_.push_back(task.group);
+      top_group = std::max(top_group, task.group);
     }
     if (task.kind == TaskKind::kRecv && (task.match < begin || task.match >= end)) return std::nullopt;
     for (TaskId d : e.sched.deps(t)) {
       if (d < begin || d >= end) return std::nullopt;
     }
   }
-  for (const auto& key : e.pending_recompute) {
-    if (std::get<2>(key) != 0) return std::nullopt;  // only replica 0 has walked
-  }
+  c.to_.assign(devices, -1);
+  c.group_to_.assign(static_cast<size_t>(top_group + 1), -1);
   return c;
 }
 
 bool ReplicaCopier::Copy(int r) {
   Schedule& s = e_.sched;
-  const size_t devices = stage_of_.size();
-  to_.assign(devices, -1);
-  std::vector<char> taken(devices, 0);
-  for (size_t d = 0; d < devices; ++d) {
-    if (stage_of_[d] < 0) continue;
-    const DeviceId to = e_.Dev(r, stage_of_[d], rank_of_[d]);
-    if (to < 0 || static_cast<size_t>(to) >= devices || taken[static_cast<size_t>(to)] || stage_of_[static_cast<size_t>(to)] >= 0) {
-      return false;
-    }
-    taken[static_cast<size_t>(to)] = 1;
-    to_[d] = to;
+  const size_t devices = to_.size();
+  for (size_t k = 0; k < devices_.size(); ++k) {
+    const DeviceId to = e_.Dev(r, places_[k].first, places_[k].second);
+    if (to < 0 || static_cast<size_t>(to) >= devices) return false;
+    to_[static_cast<size_t>(devices_[k])] = to;
   }
   const TaskId offset = static_cast<TaskId>(s.size()) - begin_;
   // The copy's groups, interned in the order the walk would first use them.
-  group_to_.assign(s.groups().size(), -1);
   for (std::int32_t g : groups_) {
     std::vector<DeviceId> members = s.groups()[static_cast<size_t>(g)];
     for (DeviceId& m : members) m = to_[static_cast<size_t>(m)];
-    const std::int32_t to = s.Group(members);
-    group_to_.resize(std::max(group_to_.size(), s.groups().size()), -1);
-    group_to_[static_cast<size_t>(g)] = to;
+    group_to_[static_cast<size_t>(g)] = s.Group(members);
   }
-  // Nothing is added where a device of the copy already has tasks: the walk builds it then.
+  // Nothing is added where a device of the copy already has tasks (or two of replica 0's
+  // would share one): the walk builds it then.
   if (!s.AppendCopies(begin_, end_, to_, group_to_, [r](Task& t) { t.replica = r; })) return false;
-  e_.CopyDeviceRecords(to_, r, offset);
+  e_.CopyDeviceRecords(devices_, to_, offset);
+  for (auto [it, stage, replica, chunk, mb] : pending_) e_.pending_recompute.emplace(it, stage, r, chunk, mb);
   copied.fetch_add(end_ - begin_, std::memory_order_relaxed);
   return true;
 }
 
-// The records the walk of replica 0 left on its devices, for the copy on `to` (task ids
-// moved by `offset`).
-void Expansion::CopyDeviceRecords(const std::vector<DeviceId>& to, int replica, TaskId offset) {
+// The records the walk of replica 0 left on its devices, for the copy (device d's on to[d],
+// task ids moved by `offset`).
+void Expansion::CopyDeviceRecords(const std::vector<DeviceId>& from, const std::vector<DeviceId>& to, TaskId offset) {
   auto moved = [&](TaskId t) { return t >= 0 ? t + offset : t; };
-  for (size_t d = 0; d < to.size(); ++d) {
-    const DeviceId dst = to[d];
-    if (dst < 0) continue;
+  for (const DeviceId d : from) {
+    const size_t src = static_cast<size_t>(d), dst = static_cast<size_t>(to[src]);
     for (int it = 0; it < iterations; ++it) {
       const size_t i = static_cast<size_t>(it);
-      first_compute_[i][static_cast<size_t>(dst)] = moved(first_compute_[i][d]);
-      std::vector<TaskId>& finals = final_bwd_[i][static_cast<size_t>(dst)];
-      const std::vector<TaskId>& from = final_bwd_[i][d];
-      finals.resize(from.size());
-      for (size_t k = 0; k < from.size(); ++k) finals[k] = moved(from[k]);
-    }
-  }
-  // Maps by (iteration, device): the entries of replica 0's devices, added for the copy's.
-  auto copy_entries = [&](auto& by_device, auto&& move_value) {
-    std::vector<std::pair<std::pair<int, DeviceId>, typename std::decay_t<decltype(by_device)>::mapped_type>> add;
-    for (const auto& [key, value] : by_device) {
-      const DeviceId d = key.second;
-      if (d >= 0 && static_cast<size_t>(d) < to.size() && to[static_cast<size_t>(d)] >= 0) {
-        add.emplace_back(std::pair(key.first, to[static_cast<size_t>(d)]), move_value(value));
+      first_compute_[i][dst] = moved(first_compute_[i][src]);
+      std::vector<TaskId>& finals = final_bwd_[i][dst];
+      const std::vector<TaskId>& given = final_bwd_[i][src];
+      finals.resize(given.size());
+      for (size_t k = 0; k < given.size(); ++k) finals[k] = moved(given[k]);
+      const std::pair<int, DeviceId> key(it, d), copy(it, to[src]);
+      if (auto found = optimizer_task.find(key); found != optimizer_task.end()) optimizer_task[copy] = moved(found->second);
+      if (auto found = embedding_backward.find(key); found != embedding_backward.end()) {
+        embedding_backward[copy] = moved(found->second);
+      }
+      if (auto found = forward_parts.find(key); found != forward_parts.end()) {
+        std::vector<TaskId> parts = found->second;
+        for (TaskId& t : parts) t = moved(t);
+        forward_parts[copy] = std::move(parts);
       }
     }
-    for (auto& [key, value] : add) by_device[key] = std::move(value);
-  };
-  copy_entries(optimizer_task, moved);
-  copy_entries(embedding_backward, moved);
-  copy_entries(forward_parts, [&](const std::vector<TaskId>& ids) {
-    std::vector<TaskId> out(ids);
-    for (TaskId& t : out) t = moved(t);
-    return out;
-  });
-  std::vector<std::tuple<int, int, int, int, int>> pending;
-  for (const auto& [it, s, r, c, mb] : pending_recompute) {
-    if (r == 0) pending.emplace_back(it, s, replica, c, mb);
   }
-  pending_recompute.insert(pending.begin(), pending.end());
 }
 
 }  // namespace testbed::expand

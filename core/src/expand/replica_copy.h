@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "expand/expansion.h"
@@ -40,11 +42,14 @@ class ReplicaCopier {
 
   Expansion& e_;
   TaskId begin_, end_;
-  // Replica 0's devices: (stage, tensor-parallel rank) of each, by device; -1 elsewhere.
-  std::vector<int> stage_of_, rank_of_;
-  std::vector<DeviceId> to_;          // this copy's device for each of replica 0's; -1 elsewhere
+  // Replica 0's devices, with (stage, tensor-parallel rank) of each: a copy costs work in
+  // proportion to the replica, not to the cluster.
+  std::vector<DeviceId> devices_;
+  std::vector<std::pair<int, int>> places_;
+  std::vector<DeviceId> to_;            // by device: the current copy's device for each of replica 0's
   std::vector<std::int32_t> groups_;    // the groups replica 0's tasks use, in order of first use
-  std::vector<std::int32_t> group_to_;  // this copy's group for each of them; -1 elsewhere
+  std::vector<std::int32_t> group_to_;  // by group: the current copy's for each of them; -1 elsewhere
+  std::vector<std::tuple<int, int, int, int, int>> pending_;  // replica 0's Expansion::pending_recompute
 };
 
 // On by default; off makes the compute pass walk every replica (tests and benchmarks compare).
