@@ -193,11 +193,19 @@ class Engine {
   // successor on every member's stream, one after another in its list of dependents: those
   // make one edge (one arrival), which starts b at the same point among the same events as
   // several would. `last` (one entry per task, -1) keeps each task's latest successor.
+  // A gang's members have the same list on the streams it uses: a list equal to the one of
+  // the device before on that stream has all its edges made already (its tasks are on that
+  // stream only, so nothing in between changed their latest successors), and only its head
+  // arrives once more.
   template <typename First, typename Edge>
   void ForStreamEdges(std::vector<TaskId>& last, First&& first, Edge&& edge) const {
     for (DeviceId d = 0; d < s_.num_devices(); ++d) {
       for (int st = 0; st < s_.streams_used(); ++st) {
         const auto& order = s_.Order(d, st);
+        if (d > 0 && !order.empty() && order == s_.Order(d - 1, st)) {
+          first(order.front());
+          continue;
+        }
         for (size_t k = 0; k < order.size(); ++k) {
           const TaskId b = order[k];
           if (k == 0) {
