@@ -21,6 +21,31 @@ struct Ev {
   std::uint32_t seq;
 };
 
+// Takes one event from `q` and checks it is the reference's earliest (time, then creation);
+// removes that from the reference and gives its time (NaN on a mismatch, already reported).
+double TakeEarliest(EventQueue<Ev>& q, std::vector<Ev>& pending) {
+  const auto first = std::min_element(pending.begin(), pending.end(), [](const Ev& a, const Ev& b) {
+    return a.time < b.time || (a.time == b.time && a.seq < b.seq);
+  });
+  EXPECT_FALSE(q.empty());
+  if (q.empty()) return std::nan("");
+  const Ev got = q.take();
+  EXPECT_EQ(got.seq, first->seq);
+  EXPECT_EQ(got.time, first->time);
+  const double time = first->time;
+  const bool same = got.seq == first->seq;
+  pending.erase(first);
+  return same ? time : std::nan("");
+}
+
+// Takes from `q` and from the reference until both are empty, checking each.
+void ExpectDrainsInOrder(EventQueue<Ev>& q, std::vector<Ev>& pending) {
+  while (!pending.empty()) {
+    if (std::isnan(TakeEarliest(q, pending))) return;
+  }
+  EXPECT_TRUE(q.empty());
+}
+
 TEST(EventQueue, PopsInTimeThenCreationOrder) {
   std::mt19937 rng(7);
   // Few distinct times, so that most comparisons are ties.
@@ -40,43 +65,12 @@ TEST(EventQueue, PopsInTimeThenCreationOrder) {
       pending.push_back(e);
       continue;
     }
-    const auto first = std::min_element(pending.begin(), pending.end(), [](const Ev& a, const Ev& b) {
-      return a.time < b.time || (a.time == b.time && a.seq < b.seq);
-    });
-    ASSERT_FALSE(q.empty());
-    const Ev got = q.take();
-    ASSERT_EQ(got.seq, first->seq) << "pop " << popped;
-    ASSERT_EQ(got.time, first->time);
-    now = first->time;
-    pending.erase(first);
+    now = TakeEarliest(q, pending);
+    ASSERT_FALSE(std::isnan(now)) << "pop " << popped;
     ++popped;
   }
   EXPECT_GT(popped, 5000);
-  // Drained to the end.
-  while (!pending.empty()) {
-    const auto first = std::min_element(pending.begin(), pending.end(), [](const Ev& a, const Ev& b) {
-      return a.time < b.time || (a.time == b.time && a.seq < b.seq);
-    });
-    ASSERT_FALSE(q.empty());
-    ASSERT_EQ(q.take().seq, first->seq);
-    pending.erase(first);
-  }
-  EXPECT_TRUE(q.empty());
-}
-
-// Takes from `q` and from the reference until both are empty, checking each.
-void ExpectDrainsInOrder(EventQueue<Ev>& q, std::vector<Ev>& pending) {
-  while (!pending.empty()) {
-    const auto first = std::min_element(pending.begin(), pending.end(), [](const Ev& a, const Ev& b) {
-      return a.time < b.time || (a.time == b.time && a.seq < b.seq);
-    });
-    ASSERT_FALSE(q.empty());
-    const Ev got = q.take();
-    ASSERT_EQ(got.seq, first->seq);
-    ASSERT_EQ(got.time, first->time);
-    pending.erase(first);
-  }
-  EXPECT_TRUE(q.empty());
+  ExpectDrainsInOrder(q, pending);
 }
 
 TEST(EventQueue, SpreadTimesAndEarlierPushes) {
@@ -102,15 +96,8 @@ TEST(EventQueue, SpreadTimesAndEarlierPushes) {
       pending.push_back(e);
       continue;
     }
-    const auto first = std::min_element(pending.begin(), pending.end(), [](const Ev& a, const Ev& b) {
-      return a.time < b.time || (a.time == b.time && a.seq < b.seq);
-    });
-    ASSERT_FALSE(q.empty());
-    const Ev got = q.take();
-    ASSERT_EQ(got.seq, first->seq) << "pop " << popped;
-    ASSERT_EQ(got.time, first->time);
-    now = first->time;
-    pending.erase(first);
+    now = TakeEarliest(q, pending);
+    ASSERT_FALSE(std::isnan(now)) << "pop " << popped;
     ++popped;
   }
   EXPECT_GT(popped, 5000);
