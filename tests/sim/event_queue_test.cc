@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -20,6 +22,11 @@ struct Ev {
   double time;
   std::uint32_t seq;
 };
+
+void PushBoth(EventQueue<Ev>& q, std::vector<Ev>& pending, const Ev& e) {
+  q.push(e);
+  pending.push_back(e);
+}
 
 // Takes one event from `q` and checks it is the reference's earliest (time, then creation);
 // removes that from the reference and gives its time (NaN on a mismatch, already reported).
@@ -46,63 +53,59 @@ void ExpectDrainsInOrder(EventQueue<Ev>& q, std::vector<Ev>& pending) {
   EXPECT_TRUE(q.empty());
 }
 
+// `steps` steps against the reference, each a push (`next(step, now)` gives the time, or
+// nothing for a take instead) or a take, then drained to the end; the number of takes.
+int Exercise(int steps, const std::function<std::optional<double>(int, double)>& next) {
+  EventQueue<Ev> q;
+  std::vector<Ev> pending;  // the reference: everything pushed and not taken
+  std::uint32_t seq = 0;
+  double now = 0;
+  int taken = 0;
+  for (int step = 0; step < steps; ++step) {
+    const std::optional<double> t = next(step, now);
+    if (pending.empty() || t) {
+      PushBoth(q, pending, Ev{t.value_or(now), seq++});
+      continue;
+    }
+    now = TakeEarliest(q, pending);
+    if (std::isnan(now)) return taken;
+    ++taken;
+  }
+  ExpectDrainsInOrder(q, pending);
+  return taken;
+}
+
 TEST(EventQueue, PopsInTimeThenCreationOrder) {
   std::mt19937 rng(7);
   // Few distinct times, so that most comparisons are ties.
   const std::vector<double> times = {0.0, -0.0, 1e-9, 0.5, 0.5, 1.0, 3.25, 1e300, 5e-324};
-  EventQueue<Ev> q;
-  std::vector<Ev> pending;  // the reference: everything pushed and not popped
-  std::uint32_t seq = 0;
-  double now = 0;
-  int popped = 0;
-  for (int step = 0; step < 20000; ++step) {
-    if (pending.empty() || rng() % 3 != 0) {
-      // Events never lie before the present, as in the engine.
-      double t = times[rng() % times.size()];
-      if (t < now) t = now + times[rng() % times.size()];
-      const Ev e{t, seq++};
-      q.push(e);
-      pending.push_back(e);
-      continue;
-    }
-    now = TakeEarliest(q, pending);
-    ASSERT_FALSE(std::isnan(now)) << "pop " << popped;
-    ++popped;
-  }
-  EXPECT_GT(popped, 5000);
-  ExpectDrainsInOrder(q, pending);
+  const int taken = Exercise(20000, [&](int, double now) -> std::optional<double> {
+    if (rng() % 3 == 0) return std::nullopt;
+    // Events never lie before the present, as in the engine.
+    double t = times[rng() % times.size()];
+    if (t < now) t = now + times[rng() % times.size()];
+    return t;
+  });
+  EXPECT_GT(taken, 5000);
 }
 
 TEST(EventQueue, SpreadTimesAndEarlierPushes) {
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  EventQueue<Ev> q;
-  std::vector<Ev> pending;
-  std::uint32_t seq = 0;
-  double now = 0;
-  int popped = 0, earlier = 0;
-  for (int step = 0; step < 30000; ++step) {
+  int earlier = 0;
+  const int taken = Exercise(30000, [&](int step, double now) -> std::optional<double> {
     const unsigned roll = static_cast<unsigned>(rng() % 8);
-    if (pending.empty() || roll < 5) {
-      // From a nanosecond to a thousand seconds ahead, some at the present, rarely before it.
-      double t = now + std::pow(10.0, -9.0 + 12.0 * unit(rng));
-      if (roll == 0) t = now;
-      if (roll == 1 && step % 97 == 0 && now > 0) {
-        t = now * unit(rng);
-        ++earlier;
-      }
-      const Ev e{t, seq++};
-      q.push(e);
-      pending.push_back(e);
-      continue;
+    if (roll >= 5) return std::nullopt;
+    // From a nanosecond to a thousand seconds ahead, some at the present, rarely before it.
+    if (roll == 0) return now;
+    if (roll == 1 && step % 97 == 0 && now > 0) {
+      ++earlier;
+      return now * unit(rng);
     }
-    now = TakeEarliest(q, pending);
-    ASSERT_FALSE(std::isnan(now)) << "pop " << popped;
-    ++popped;
-  }
-  EXPECT_GT(popped, 5000);
+    return now + std::pow(10.0, -9.0 + 12.0 * unit(rng));
+  });
+  EXPECT_GT(taken, 5000);
   EXPECT_GT(earlier, 10);
-  ExpectDrainsInOrder(q, pending);
 }
 
 TEST(EventQueue, APushBeforeTheLastTakeComesFirst) {
