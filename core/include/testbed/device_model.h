@@ -12,7 +12,7 @@
 
 namespace testbed {
 
-enum class Phase { kForward, kBackward, kRecompute };
+enum class Phase : std::uint8_t { kForward, kBackward, kRecompute };
 [[nodiscard]] const char* PhaseName(Phase phase) noexcept;
 
 // The part of a layer a task runs. A MoE layer under expert parallelism runs as its gate

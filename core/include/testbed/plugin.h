@@ -30,7 +30,9 @@ namespace testbed {
 //    point-to-point streams (ExpandOptions::stream_priority has two more).
 // 10: LinkKinds is 16 bits wide and holds a NIC rail (Task::links, Plan::param_links);
 //     PlanningContext::collective.
-inline constexpr std::uint32_t kAbiVersion = 10;
+// 11: Phase is one byte and Task::work comes before Task::bytes (a task is 72 bytes, not 88);
+//     Schedule::AppendCopies.
+inline constexpr std::uint32_t kAbiVersion = 11;
 
 // The build identity of this compilation (testbed/build_identity.h).
 inline constexpr const char* kBuildIdentity = TESTBED_BUILD_IDENTITY;

@@ -138,7 +138,8 @@ struct CopyWork {
   friend bool operator==(const CopyWork&, const CopyWork&) = default;
 };
 
-// The typed fields every consumer reads. Fields not used by its kind keep their defaults.
+// The typed fields every consumer reads. Fields not used by its kind keep their defaults. 72
+// bytes, without padding: a large schedule holds millions.
 struct Task {
   TaskKind kind = TaskKind::kCompute;
   std::uint8_t stream = streams::kCompute;
@@ -174,11 +175,13 @@ struct Task {
   // micro-batch's samples (tensor-parallel overlap, groups of a per-layer degree).
   std::int16_t sub_batch = 0;
   std::int16_t sub_batches = 1;
-  std::int64_t bytes = 0;         // send/recv/copy: payload; collective: per-member buffer (see Collective)
   // Index into the side table of its kind: compute_work, kernel_work, alltoallv_work (a
   // kAllToAllV collective) or copy_work; -1 for kinds without one.
   std::int32_t work = -1;
+  std::int64_t bytes = 0;         // send/recv/copy: payload; collective: per-member buffer (see Collective)
 };
+
+static_assert(sizeof(Task) == 72, "Task fields are ordered so that none pads");
 
 class Schedule {
  public:

@@ -37,7 +37,7 @@ struct Event {
 
 class Engine {
   // What starting and finishing a task needs, 32 bytes (one cache line holds two), so that
-  // the engine never reads the schedule's tasks (88 bytes each, far apart) while it runs.
+  // the engine never reads the schedule's tasks (72 bytes each, far apart) while it runs.
   struct Ctl {
     static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
     static constexpr std::uint8_t kCheckpoint = 1, kHasMore = 2;
