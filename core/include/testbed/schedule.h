@@ -201,9 +201,10 @@ class Schedule {
   // (dependencies and receives' sends inside it), moved to other devices: what ran on device d
   // (or was sent to it) goes to to_device[d], a task over group g to group to_group[g]; the
   // copies' dependencies and matches point to the copies, and `edit` may change any field of
-  // each but those (and its stream). The copies are what adding them one by one in order would make. False,
-  // with nothing added, unless every device the part uses is mapped (to a device without tasks
-  // yet) and has no tasks outside the part, and every group it uses is mapped.
+  // each but those (and its stream). The copies are what adding them one by one in order
+  // would make. False, with nothing added, unless every device and group the part uses is
+  // mapped, a device's tasks on each stream the part uses all lie in the part, and the copies'
+  // streams are empty and distinct.
   [[nodiscard]] bool AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> to_device,
                                   std::span<const std::int32_t> to_group, absl::FunctionRef<void(Task&)> edit);
   // Adds a dependency of `task` on `on` (both already added).

@@ -252,11 +252,8 @@ absl::Status ComputePass(Expansion& e) {
   for (int g = 0; g < groups; ++g) {
     if (g == 1 && alike) {
       std::optional<ReplicaCopier> copier = ReplicaCopier::From(e, first, static_cast<TaskId>(e.sched.size()));
-      if (copier && copier->Copy(g)) {
-        for (++g; g < groups && copier->Copy(g); ++g) {
-        }
-        if (g == groups) break;
-      }
+      while (copier && g < groups && copier->Copy(g)) ++g;
+      if (g == groups) break;  // else replica g on are walked
     }
     for (int s = 0; s < e.pp; ++s) {
       const int size = group_size[static_cast<size_t>(s)];

@@ -65,9 +65,7 @@ bool ReplicasAlike(const Expansion& e) {
 }
 
 std::optional<ReplicaCopier> ReplicaCopier::From(Expansion& e, TaskId begin, TaskId end) {
-  if (!e.unmatched.empty() || e.duplicate_transfer >= 0 || !e.moe_block_marks.empty() || !e.broadcast_done.empty()) {
-    return std::nullopt;
-  }
+  if (!e.unmatched.empty() || e.duplicate_transfer >= 0) return std::nullopt;
   for (const auto& key : e.pending_recompute) {
     if (std::get<2>(key) != 0) return std::nullopt;  // only replica 0 has walked
   }
@@ -87,22 +85,19 @@ std::optional<ReplicaCopier> ReplicaCopier::From(Expansion& e, TaskId begin, Tas
     }
   }
   auto ours = [&](DeviceId d) { return d >= 0 && static_cast<size_t>(d) < devices && mine[static_cast<size_t>(d)]; };
+  // The groups the part uses, whose copies each Copy interns first (a group reaching outside
+  // replica 0 would intern a wrong one). Devices, peers, matches and dependencies outside the
+  // part are Schedule::AppendCopies' to refuse.
   std::int32_t top_group = -1;
   for (TaskId t = begin; t < end; ++t) {
     const Task& task = e.sched.task(t);
-    if (task.replica != 0 || (task.device >= 0 && !ours(task.device)) || (task.peer >= 0 && !ours(task.peer))) {
-      return std::nullopt;
-    }
+    if (task.replica != 0) return std::nullopt;
     if (task.device < 0 && task.group >= 0) {
       for (DeviceId d : e.sched.groups()[static_cast<size_t>(task.group)]) {
         if (!ours(d)) return std::nullopt;
       }
       if (std::find(c.groups_.begin(), c.groups_.end(), task.group) == c.groups_.end()) c.groups_.push_back(task.group);
       top_group = std::max(top_group, task.group);
-    }
-    if (task.kind == TaskKind::kRecv && (task.match < begin || task.match >= end)) return std::nullopt;
-    for (TaskId d : e.sched.deps(t)) {
-      if (d < begin || d >= end) return std::nullopt;
     }
   }
   c.to_.assign(devices, -1);

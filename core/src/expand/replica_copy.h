@@ -27,14 +27,13 @@ namespace testbed::expand {
 class ReplicaCopier {
  public:
   // From replica 0's tasks, [begin, end) of the schedule (every stage of it, walked): empty
-  // where some task reaches outside them (a device, peer, group member or dependency not of
-  // replica 0's, a transfer still unmatched, a record of a replica-dependent feature).
+  // where a transfer is still unmatched or a group reaches outside replica 0's devices.
   [[nodiscard]] static std::optional<ReplicaCopier> From(Expansion& e, TaskId begin, TaskId end);
 
   // Adds replica `r`'s tasks as copies of replica 0's, after the schedule's last task, with
   // their records. Replicas are copied in order, each right after the one before (as the walk
-  // adds them). False (nothing added) where replica r's devices do not correspond one to one
-  // or already have tasks.
+  // adds them). False (nothing added) where replica 0's tasks reach outside its devices or
+  // tasks, or replica r's devices do not correspond one to one or already have tasks.
   [[nodiscard]] bool Copy(int r);
 
  private:
