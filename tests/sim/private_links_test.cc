@@ -6,6 +6,8 @@
 // tests/e2e/sim_regression_test.cc: RateUpdates::kFull never takes it.)
 #include "sim/private_links.h"
 
+#include <random>
+
 #include <gtest/gtest.h>
 
 #include "ring.h"
@@ -130,6 +132,68 @@ TEST(PrivateLinks, ATransferAloneOnPrivateLinksEndsAtItsClosedFormTime) {
     EXPECT_EQ(inc.links[l].busy_s, full.links[l].busy_s) << "link " << l;
   }
   EXPECT_GT(inc.links[static_cast<size_t>(cluster.Route(2, 3).front())].busy_s, 0);
+}
+
+// Runs of transfers on private links one after another (the engine times each when it starts,
+// without the sharing bookkeeping: LinkSharing::PrivateTransferTime), beside transfers of
+// several priorities contending for a shared link: every task and every link gives the same
+// doubles in both rate modes, and each private run ends at the sum of its isolated times.
+// All-gathers over {0, 1} (one phase each) on the tensor stream, sends 2 -> 3 on the pipeline
+// stream, and sends 4 -> 5 on the data streams and 6 -> 5 on the pipeline streams (two
+// streams of 5: they share its link).
+TEST(PrivateLinks, RunsOfPrivateTransfersBesideSharedOnesMatchTheSharingBookkeeping) {
+  const Cluster cluster = StarCluster(7, kBw, kLat);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> log_bytes(12, 26), priority(0, 2), which(0, 3);
+  Schedule s(7);
+  std::vector<TaskId> gathers, sends;
+  for (int k = 0; k < 60; ++k) {
+    const std::int64_t bytes = std::int64_t{1} << log_bytes(rng);
+    const auto p = static_cast<std::uint8_t>(priority(rng));
+    switch (which(rng)) {
+      case 0: {
+        Task t = Collective(s, {0, 1}, bytes, streams::kTensorComm);
+        t.op = CollectiveOp::kAllGather;
+        t.priority = p;
+        gathers.push_back(s.Add(t));
+        break;
+      }
+      case 1:
+        sends.push_back(AddTransfer(s, 2, 3, bytes, streams::kPipelineComm, p));
+        break;
+      case 2:
+        AddTransfer(s, 4, 5, bytes, streams::kDataComm, p);
+        break;
+      default:
+        AddTransfer(s, 6, 5, bytes, streams::kPipelineComm, p);
+        break;
+    }
+  }
+  ASSERT_TRUE(s.Check().ok()) << s.Check();
+  const std::vector<char> private_links = Find(s, cluster);
+  for (DeviceId d : {0, 1, 2, 3}) {
+    for (LinkId l : cluster.Route(d, d == 0 ? 1 : d == 1 ? 0 : d == 2 ? 3 : 2)) {
+      if (d == 3) continue;  // 3 -> 2 carries nothing
+      EXPECT_TRUE(private_links[static_cast<size_t>(l)]) << "device " << d << " link " << l;
+    }
+  }
+  EXPECT_FALSE(private_links[static_cast<size_t>(cluster.Route(4, 5).back())]);
+  const SimResult inc = SimulateTraffic(s, cluster, RateUpdates::kIncremental);
+  const SimResult full = SimulateTraffic(s, cluster, RateUpdates::kFull);
+  ASSERT_EQ(inc.tasks, static_cast<std::int64_t>(s.size()));
+  EXPECT_EQ(inc.task_start_s, full.task_start_s);
+  EXPECT_EQ(inc.task_end_s, full.task_end_s);
+  for (size_t l = 0; l < inc.links.size(); ++l) {
+    EXPECT_EQ(inc.links[l].bytes, full.links[l].bytes) << "link " << l;
+    EXPECT_EQ(inc.links[l].busy_s, full.links[l].busy_s) << "link " << l;
+  }
+  const Plans plans(s, cluster);
+  for (const std::vector<TaskId>* run : {&gathers, &sends}) {
+    ASSERT_GT(run->size(), 5u);
+    double end = 0;
+    for (TaskId t : *run) end += plans.comm[static_cast<size_t>(t)]->IsolatedTime(cluster);
+    EXPECT_NEAR(inc.task_end_s[static_cast<size_t>(run->back())], end, 1e-12 * end);
+  }
 }
 
 }  // namespace

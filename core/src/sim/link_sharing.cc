@@ -107,6 +107,21 @@ void LinkSharing::Change(const CommPhase& ph, std::int32_t a, int delta, double 
   }
 }
 
+std::optional<double> LinkSharing::PrivateTransferTime(const CommPhase& ph) const {
+  if (ph.link_bytes.empty() || !AllPrivate(ph)) return std::nullopt;
+  // As StartTransfer's private path and Apply compute it, operation for operation.
+  double rate = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < ph.link_bytes.size(); ++i) {
+    const auto& [link, bytes] = ph.link_bytes[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (ph.link_bytes[j].first == link) return std::nullopt;  // busy time is counted once per link
+    }
+    if (bytes > 0) rate = std::min(rate, bandwidth_[static_cast<size_t>(link)] / bytes);
+  }
+  if (!(rate > 0)) return std::nullopt;  // never finishes: the general path reports it
+  return std::isinf(rate) ? 0.0 : 1.0 / rate;
+}
+
 bool LinkSharing::AllPrivate(const CommPhase& ph) const noexcept {
   if (private_.empty()) return false;
   for (const auto& [link, bytes] : ph.link_bytes) {

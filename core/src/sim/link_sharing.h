@@ -16,10 +16,13 @@
 // while it moves) takes their whole bandwidth and neither re-rates anyone nor is re-rated:
 // it starts and stops without the sharing bookkeeping, with the same finish time and link
 // statistics as the general path. The engine marks links private under kIncremental only, so
-// that kFull stays the former engine.
+// that kFull stays the former engine. A plan of one such phase does not even become an
+// activity: the engine times it when it starts (PrivateTransferTime) and books its links when
+// it ends (EndPrivate).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -69,6 +72,23 @@ class LinkSharing {
   void StartTransfer(std::int32_t a, double now, Reschedule reschedule);
   // The activity's current phase has moved its bytes at `now`: its links are released.
   void StopTransfer(std::int32_t a, double now, Reschedule reschedule);
+
+  // A phase over private links only, each once and with bandwidth for its bytes, moves its
+  // bytes in the same time whenever it runs: that time (what StartTransfer would give it),
+  // so that the engine can run it without an activity. nullopt for any other phase.
+  [[nodiscard]] std::optional<double> PrivateTransferTime(const CommPhase& ph) const;
+  // Such a phase ran from `start` to `now`: its links' statistics, as StartTransfer and
+  // StopTransfer keep them (nobody else holds those links meanwhile).
+  void EndPrivate(const CommPhase& ph, double start, double now) noexcept {
+    for (const auto& [link, bytes] : ph.link_bytes) {
+      SimLinkStats& st = stats_[static_cast<size_t>(link)];
+      st.bytes += bytes;
+      st.busy_s += now - start;
+    }
+  }
+  // An activity of `priority` runs without Add (a PrivateTransferTime one): sharing must
+  // still learn that priorities are in use.
+  void NotePriority(std::uint8_t priority) noexcept { prioritised_ = prioritised_ || priority > 0; }
 
   [[nodiscard]] std::vector<SimLinkStats> TakeLinkStats() { return std::move(stats_); }
 

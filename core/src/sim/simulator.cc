@@ -40,7 +40,7 @@ class Engine {
   // the engine never reads the schedule's tasks (72 bytes each, far apart) while it runs.
   struct Ctl {
     static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
-    static constexpr std::uint8_t kCheckpoint = 1, kHasMore = 2;
+    static constexpr std::uint8_t kCheckpoint = 1, kHasMore = 2, kFixed = 4;
     std::int32_t wait = 0;          // arrivals still missing: dependencies and stream heads
     TaskId other = -1;              // a send's receive, a receive's send
     std::int32_t where = kNowhere;  // its device, or -(group + 1)
@@ -51,7 +51,9 @@ class Engine {
     std::uint8_t started = 0;
     std::uint16_t iteration = 0;    // Task::iteration, where every one fits
     std::uint8_t phase = 0;         // Task::phase
-    std::uint8_t flags = 0;         // kCheckpoint: Task::checkpoint; kHasMore: more than one stream successor
+    // kCheckpoint: Task::checkpoint; kHasMore: more than one stream successor; kFixed: runs
+    // as a PlannedComm::fixed plan, without an activity (set when it starts)
+    std::uint8_t flags = 0;
     std::uint8_t priority = 0;      // Task::priority
     std::int8_t hold_delta = 0;
   };
@@ -228,7 +230,10 @@ class Engine {
     if (opt_.rate_updates == RateUpdates::kIncremental) private_links.emplace(in_.cluster.links().size());
     TESTBED_RETURN_IF_ERROR(costs_.Prepare(s_, in_.model, in_.cluster, in_.device_model, in_.collective,
                                            opt_.free_communication, private_links ? &*private_links : nullptr));
-    if (private_links) flows_.SetPrivate(private_links->Take());
+    if (private_links) {
+      flows_.SetPrivate(private_links->Take());
+      costs_.MarkFixed([this](const CommPhase& ph) { return flows_.PrivateTransferTime(ph); });
+    }
     // A task's start time takes the place of its duration when it starts: one array, read
     // and written at the same place.
     start_ = std::move(costs_.duration);
@@ -343,12 +348,22 @@ class Engine {
       ledger_.StartComm(d, now_);
       CommOn(d, +1);
     });
-    const CommPlan* plan = comm_[static_cast<size_t>(task)];
-    if (plan == nullptr || plan->phases.empty()) {
+    const sim::PlannedComm* planned = comm_[static_cast<size_t>(task)];
+    if (planned == nullptr || planned->plan.phases.empty()) {
       Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
       return;
     }
-    StartPhase(flows_.Add(task, partner, plan, ctl_[static_cast<size_t>(task)].priority));
+    Ctl& c = ctl_[static_cast<size_t>(task)];
+    if (planned->fixed) {
+      // No other transfer can share its links: its finish is known now (as the activity
+      // would have it: after the latency, its transfer time).
+      c.flags |= Ctl::kFixed;
+      flows_.NotePriority(c.priority);
+      Push(std::max(now_, now_ + planned->plan.phases.front().latency_s) + planned->transfer_s, EventKind::kTaskDone,
+           task);
+      return;
+    }
+    StartPhase(flows_.Add(task, partner, &planned->plan, c.priority));
   }
 
   template <typename F>
@@ -404,6 +419,9 @@ class Engine {
       const double bytes = MemoryOf(c).end;
       ledger_.EndCompute(DevicesOf(t), bytes, HoldOf(c), now_);
     } else {
+      if ((c.flags & Ctl::kFixed) != 0) {
+        flows_.EndPrivate(comm_[static_cast<size_t>(t)]->plan.phases.front(), start_[static_cast<size_t>(t)], now_);
+      }
       ForDevices(t, partner, [&](DeviceId d) {
         ledger_.EndComm(d, now_);
         CommOn(d, -1);
@@ -487,7 +505,7 @@ class Engine {
   sim::EventQueue<Event> events_;
   std::vector<Ctl> ctl_;
   std::vector<double> start_, end_;  // start_ holds each task's duration until it starts
-  std::vector<const CommPlan*> comm_;
+  std::vector<const sim::PlannedComm*> comm_;
   // Per task (and one past the last): where its dependents begin in next_ (a CSR), and its
   // first stream successor; together, so that a finished task reads one record.
   struct Follow {

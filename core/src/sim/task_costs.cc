@@ -15,7 +15,7 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
                                 PrivateLinks* private_links) {
   const size_t n = s.size();
   AssignHuge(duration, n, 0.0);
-  AssignHuge(comm, n, static_cast<const CommPlan*>(nullptr));
+  AssignHuge(comm, n, static_cast<const PlannedComm*>(nullptr));
   specs_ = std::max<size_t>(1, cluster.device_specs().size());
   compute_cache_.assign(s.compute_work().size() * specs_ * 3, std::numeric_limits<double>::quiet_NaN());
   kernel_cache_.assign(s.kernel_work().size() * specs_, std::numeric_limits<double>::quiet_NaN());
@@ -37,7 +37,7 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
   const auto transfer = [&](TaskId recv) {
     const TaskId send = s.task(recv).match;
     if (send < 0 || comm[static_cast<size_t>(send)] == nullptr) return;
-    private_links->Add(*comm[static_cast<size_t>(send)], s.task(send).stream, s.DevicesOf(send), s.task(recv).stream,
+    private_links->Add(comm[static_cast<size_t>(send)]->plan, s.task(send).stream, s.DevicesOf(send), s.task(recv).stream,
                        s.DevicesOf(recv));
   };
   for (TaskId t = 0; t < static_cast<TaskId>(n); ++t) {
@@ -53,7 +53,7 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
         if (free_communication) break;
         if (absl::Status st = CommCost(s, t, cluster, collective); !st.ok()) return st;
         if (private_links != nullptr && task.kind != TaskKind::kSend) {
-          private_links->Add(*comm[static_cast<size_t>(t)], task.stream, s.DevicesOf(t));
+          private_links->Add(comm[static_cast<size_t>(t)]->plan, task.stream, s.DevicesOf(t));
         }
         break;
       case TaskKind::kRecv:
@@ -170,7 +170,7 @@ absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& clu
       return absl::Status(plan.status().code(), absl::StrCat(copy ? "copy" : "collective model", " on ", s.Describe(t), ": ",
                                                              plan.status().message()));
     }
-    it = plans_.emplace(key, std::make_unique<CommPlan>(std::move(*plan))).first;
+    it = plans_.emplace(key, std::make_unique<PlannedComm>(PlannedComm{std::move(*plan)})).first;
   }
   comm[static_cast<size_t>(t)] = it->second.get();
   if (recent != nullptr) *recent = Recent{key, it->second.get()};

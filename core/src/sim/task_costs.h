@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -40,15 +41,36 @@ struct MemoryChange {
   return {};
 }
 
+// A distinct transfer's plan, as the engine reads it.
+struct PlannedComm {
+  CommPlan plan;
+  // Set by TaskCosts::MarkFixed: its bytes move `transfer_s` after its one phase's latency,
+  // whatever else runs (a phase over private links only: sim/private_links.h).
+  bool fixed = false;
+  double transfer_s = 0;
+};
+
 struct TaskCosts {
-  std::vector<double> duration;   // compute and kernel tasks, on their own
-  std::vector<const CommPlan*> comm;  // sends, collectives, copies (null: free)
+  std::vector<double> duration;           // compute and kernel tasks, on their own
+  std::vector<const PlannedComm*> comm;   // sends, collectives, copies (null: free)
 
   // Fills every vector for `schedule`, and tells `private_links` (when given) every transfer
   // on its streams. Errors name the task whose model failed.
   [[nodiscard]] absl::Status Prepare(const Schedule& schedule, const ModelGraph& model, const Cluster& cluster,
                                      const DeviceModel& device_model, const Collective& collective,
                                      bool free_communication, PrivateLinks* private_links = nullptr);
+
+  // Marks each plan of one phase whose transfer time `fixed(phase)` gives (a double, or
+  // nullopt where others can change it) as PlannedComm::fixed.
+  template <typename F>
+  void MarkFixed(F&& fixed) {
+    for (auto& [key, planned] : plans_) {
+      const std::optional<double> s =
+          planned->plan.phases.size() == 1 ? fixed(planned->plan.phases.front()) : std::nullopt;
+      planned->fixed = s.has_value();
+      planned->transfer_s = s.value_or(0.0);
+    }
+  }
 
  private:
   absl::Status ComputeCost(const Schedule& s, TaskId t, const ModelGraph& model, const Cluster& cluster,
@@ -80,12 +102,12 @@ struct TaskCosts {
       return static_cast<size_t>(h ^ (h >> 29));
     }
   };
-  absl::flat_hash_map<PlanKey, std::unique_ptr<CommPlan>, PlanKeyHash> plans_;
+  absl::flat_hash_map<PlanKey, std::unique_ptr<PlannedComm>, PlanKeyHash> plans_;
   // The last plan looked up per group (collectives) and per device (transfers and copies):
   // consecutive tasks of a group or device mostly repeat it, and skip the table.
   struct Recent {
     PlanKey key{-3, -1, -1, -1, -1, -1, -1};
-    const CommPlan* plan = nullptr;
+    const PlannedComm* plan = nullptr;
   };
   std::vector<Recent> recent_group_, recent_device_;
   std::map<LinkKinds, Cluster> views_;
