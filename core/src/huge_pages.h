@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <vector>
 
 namespace testbed {
@@ -15,12 +16,17 @@ namespace testbed {
 // Asks for huge pages over the 2 MiB-aligned part of [data, data + bytes), if it holds any.
 void AdviseHugePages(const void* data, std::size_t bytes) noexcept;
 
-// v.reserve(n), with huge pages asked for over a new buffer before anything is written there.
+// v.reserve(n), with huge pages asked for over a new buffer before anything is written there:
+// the elements move into it after the advice (a plain reserve would copy them first, and
+// fault in their part of the buffer in small pages).
 template <typename T>
 void ReserveHuge(std::vector<T>& v, std::size_t n) {
   if (n <= v.capacity()) return;
-  v.reserve(n);
-  AdviseHugePages(v.data(), v.capacity() * sizeof(T));
+  std::vector<T> fresh;
+  fresh.reserve(n);
+  AdviseHugePages(fresh.data(), fresh.capacity() * sizeof(T));
+  fresh.insert(fresh.end(), std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
+  v.swap(fresh);
 }
 
 // Room for `extra` more elements (a vector filled by appending). Past 64 Ki elements a full

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <numeric>
@@ -15,8 +16,8 @@ namespace {
 
 constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
 
-// The THPeligible flag of the mapping that holds `address` in /proc/self/smaps; -1 if none.
-int ThpEligible(std::uintptr_t address) {
+// A field of the mapping that holds `address` in /proc/self/smaps (its number); -1 if none.
+long SmapsField(std::uintptr_t address, const std::string& field) {
   std::ifstream smaps("/proc/self/smaps");
   std::string line;
   bool inside = false;
@@ -28,10 +29,12 @@ int ThpEligible(std::uintptr_t address) {
       inside = lo <= address && address < hi;
       continue;
     }
-    if (inside && line.rfind("THPeligible:", 0) == 0) return std::stoi(line.substr(12));
+    if (inside && line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
   }
   return -1;
 }
+
+int ThpEligible(std::uintptr_t address) { return static_cast<int>(SmapsField(address, "THPeligible")); }
 
 TEST(HugePages, AssignAndReserveKeepTheContents) {
   std::vector<std::int64_t> v;
@@ -64,6 +67,30 @@ TEST(HugePages, TheAlignedPartOfALargeBufferIsAdvised) {
   const int eligible = ThpEligible(aligned);
   if (eligible < 0) GTEST_SKIP() << "this kernel's smaps has no THPeligible field";
   EXPECT_EQ(eligible, 1) << "huge pages were not asked for (modes: " << modes << ")";
+}
+
+// Growing a filled vector moves its elements into the new buffer after the advice, so that
+// they are faulted in as huge pages too (a plain reserve would copy them in small pages first).
+TEST(HugePages, ElementsMovedByAGrowthLandOnHugePages) {
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(mode, modes);
+  if (modes.empty() || modes.find("[never]") != std::string::npos) {
+    GTEST_SKIP() << "transparent huge pages are off on this machine ('" << modes << "')";
+  }
+  // Whether the machine hands out huge pages at all now: an advised buffer written whole.
+  std::vector<char> probe;
+  AssignHuge(probe, size_t{16} << 20, char{1});
+  if (SmapsField(reinterpret_cast<std::uintptr_t>(probe.data()) + kHuge, "AnonHugePages") <= 0) {
+    GTEST_SKIP() << "no huge page was given to an advised buffer (none free, or smaps lacks AnonHugePages)";
+  }
+  std::vector<char> v(size_t{12} << 20, 3);  // filled without advice
+  ReserveHuge(v, size_t{48} << 20);
+  ASSERT_EQ(v.size(), size_t{12} << 20);
+  ASSERT_EQ(std::count(v.begin(), v.end(), 3), static_cast<std::ptrdiff_t>(v.size()));
+  // The new buffer holds only the moved elements so far: its huge pages came from them.
+  EXPECT_GE(SmapsField(reinterpret_cast<std::uintptr_t>(v.data()) + kHuge, "AnonHugePages"), 4 * 1024)
+      << "kB of huge pages under the grown vector";
 }
 
 }  // namespace
