@@ -173,26 +173,29 @@ void Schedule::Compact() const {
   if (!compaction_.pending.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(compaction_.mu);
   if (!compaction_.pending.load(std::memory_order_relaxed)) return;  // another reader did it
-  // Each task's dependencies from Add, then those from AddDep in the order they came.
+  // Each task's dependencies from Add, then those from AddDep in the order they came; in
+  // place, from the back: tasks before the first one with a new dependency do not move.
   const size_t n = tasks_.size();
-  std::vector<std::int64_t> begin;
-  AssignHuge(begin, n + 1, std::int64_t{0});
-  for (size_t i = 0; i < n; ++i) begin[i + 1] = dep_begin_[i + 1] - dep_begin_[i];
-  for (const auto& [task, on] : extra_deps_) ++begin[static_cast<size_t>(task) + 1];
-  for (size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
-  std::vector<TaskId> flat;
-  AssignHuge(flat, static_cast<size_t>(begin[n]), TaskId{0});
-  std::vector<std::int64_t> fill;
-  AssignHuge(fill, n, std::int64_t{0});
-  for (size_t i = 0; i < n; ++i) {
-    const std::int64_t own = dep_begin_[i + 1] - dep_begin_[i];
-    std::copy_n(deps_.begin() + dep_begin_[i], own, flat.begin() + begin[i]);
-    fill[i] = begin[i] + own;
+  std::erase_if(extra_deps_, [n](const auto& d) { return d.first < 0 || static_cast<size_t>(d.first) >= n; });
+  std::stable_sort(extra_deps_.begin(), extra_deps_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  const size_t k = extra_deps_.size();
+  const size_t first = k > 0 ? static_cast<size_t>(extra_deps_.front().first) : n;
+  GrowHuge(deps_, k);
+  deps_.resize(deps_.size() + k);
+  std::int64_t old_end = dep_begin_[n];
+  std::int64_t w = old_end + static_cast<std::int64_t>(k);
+  size_t e = k;
+  dep_begin_[n] = w;
+  for (size_t i = n; i-- > first;) {
+    const std::int64_t old_begin = dep_begin_[i];
+    while (e > 0 && static_cast<size_t>(extra_deps_[e - 1].first) == i) deps_[static_cast<size_t>(--w)] = extra_deps_[--e].second;
+    std::copy_backward(deps_.begin() + old_begin, deps_.begin() + old_end, deps_.begin() + w);
+    w -= old_end - old_begin;
+    dep_begin_[i] = w;
+    old_end = old_begin;
   }
-  for (const auto& [task, on] : extra_deps_) flat[static_cast<size_t>(fill[static_cast<size_t>(task)]++)] = on;
   extra_deps_.clear();
-  deps_ = std::move(flat);
-  dep_begin_ = std::move(begin);
   // Only now may readers that do not take the lock use the compacted arrays.
   compaction_.pending.store(false, std::memory_order_release);
 }

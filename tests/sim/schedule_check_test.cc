@@ -1,6 +1,7 @@
 // Schedules that cannot run are errors that name the tasks: dependency cycles (directly or
 // through stream order), unmatched sends and receives; the simulator detects a deadlock too.
 #include <array>
+#include <random>
 #include <span>
 #include <thread>
 #include <vector>
@@ -61,6 +62,39 @@ TEST(ScheduleCheck, DependenciesFromASpanOrAVectorReadTheSame) {
   EXPECT_EQ(deps(f), (std::vector<TaskId>{e}));
   EXPECT_EQ(s.Order(0, streams::kCompute), (std::vector<TaskId>{a, c, e}));
   EXPECT_EQ(s.Order(1, streams::kCompute), (std::vector<TaskId>{b, d, f}));
+}
+
+// Random schedules grown by Add and AddDep, read (and so compacted) at random points: every
+// task's dependencies are its own, then those AddDep gave it in the order they came, as a
+// plain list per task keeps them.
+TEST(ScheduleCheck, CompactionKeepsEveryTasksDependenciesInOrder) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    Schedule s(3);
+    std::vector<std::vector<TaskId>> expected;
+    for (int step = 0; step < 600; ++step) {
+      const int what = static_cast<int>(rng() % 10);
+      const TaskId n = static_cast<TaskId>(expected.size());
+      if (what < 5 || n < 2) {
+        std::vector<TaskId> deps;
+        for (int k = static_cast<int>(rng() % 4); k > 0 && n > 0; --k) deps.push_back(static_cast<TaskId>(rng() % n));
+        expected.push_back(deps);
+        ASSERT_EQ(s.Add(Compute(s, static_cast<DeviceId>(rng() % 3), step), deps), n);
+      } else if (what < 9) {
+        const TaskId task = static_cast<TaskId>(rng() % n), on = static_cast<TaskId>(rng() % n);
+        s.AddDep(task, on);
+        expected[static_cast<size_t>(task)].push_back(on);
+      } else {
+        const TaskId t = static_cast<TaskId>(rng() % n);
+        ASSERT_EQ(std::vector<TaskId>(s.deps(t).begin(), s.deps(t).end()), expected[static_cast<size_t>(t)])
+            << "trial " << trial << " step " << step << " task " << t;
+      }
+    }
+    for (TaskId t = 0; t < static_cast<TaskId>(expected.size()); ++t) {
+      ASSERT_EQ(std::vector<TaskId>(s.deps(t).begin(), s.deps(t).end()), expected[static_cast<size_t>(t)])
+          << "trial " << trial << " task " << t;
+    }
+  }
 }
 
 // The executor's ranks read one schedule from several threads; the first reads after an
