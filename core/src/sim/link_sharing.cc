@@ -61,9 +61,52 @@ void LinkSharing::StartTransfer(std::int32_t a, double now, Reschedule reschedul
     Apply(a, rate, true, now, reschedule);
     return;
   }
+  if (mode_ == RateUpdates::kIncremental && TakeIdleLinks(ph, a, now)) {
+    // Nobody else holds its links: no one to re-rate, and its rate is its links' whole
+    // bandwidth, as Rerate would find it.
+    if (ph.link_bytes.size() >= kTreeLinks) BuildTree(a);
+    Apply(a, FullRate(act), true, now, reschedule);
+    return;
+  }
   Change(ph, a, +1, now);
   if (mode_ == RateUpdates::kIncremental && ph.link_bytes.size() >= kTreeLinks) BuildTree(a);
   Rerate(ph, a, now, reschedule);
+}
+
+bool LinkSharing::TakeIdleLinks(const CommPhase& ph, std::int32_t a, double now) {
+  // Each link taken as the first holder; a link held already (by another transfer, or listed
+  // twice in the phase) gives back those taken so far.
+  const auto& lb = ph.link_bytes;
+  for (size_t i = 0; i < lb.size(); ++i) {
+    const size_t l = static_cast<size_t>(lb[i].first);
+    if (holders_[l] != 0) {
+      for (size_t j = 0; j < i; ++j) holders_[static_cast<size_t>(lb[j].first)] = 0;
+      return false;
+    }
+    holders_[l] = 1;
+  }
+  std::int32_t pos = 0;
+  for (const auto& [link, bytes] : lb) {
+    const size_t l = static_cast<size_t>(link);
+    since_[l] = now;
+    users_[l].push_back(User{a, pos++, bytes});
+    Refresh(l);
+  }
+  return true;
+}
+
+bool LinkSharing::DropIdleLinks(const CommPhase& ph, double now) {
+  for (const auto& [link, bytes] : ph.link_bytes) {
+    if (holders_[static_cast<size_t>(link)] != 1) return false;
+  }
+  for (const auto& [link, bytes] : ph.link_bytes) {
+    const size_t l = static_cast<size_t>(link);
+    users_[l].clear();
+    holders_[l] = 0;
+    stats_[l].busy_s += now - since_[l];
+    Refresh(l);
+  }
+  return true;
 }
 
 void LinkSharing::StopTransfer(std::int32_t a, double now, Reschedule reschedule) {
@@ -78,13 +121,15 @@ void LinkSharing::StopTransfer(std::int32_t a, double now, Reschedule reschedule
     ++act.version;
     return;
   }
-  Change(ph, a, -1, now);
+  // Alone on its links: nobody else to re-rate.
+  const bool alone = mode_ == RateUpdates::kIncremental && DropIdleLinks(ph, now);
+  if (!alone) Change(ph, a, -1, now);
   if (act.tree >= 0) {
     free_trees_.push_back(act.tree);
     act.tree = -1;
   }
   ++act.version;
-  Rerate(ph, -1, now, reschedule);
+  if (!alone) Rerate(ph, -1, now, reschedule);
 }
 
 void LinkSharing::Change(const CommPhase& ph, std::int32_t a, int delta, double now) {

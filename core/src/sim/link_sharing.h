@@ -11,6 +11,9 @@
 //                 (a phase of many links keeps a min-tree over them instead).
 // A ring all-reduce over n devices holds O(n) links, so kFull costs O(n) for each of the
 // thousands of point-to-point transfers that share one of them; kIncremental costs O(1).
+// Under kIncremental, a transfer that finds all its links idle when it starts (or is still
+// their only holder when it stops) takes (or leaves) them without snapshots or re-rating: no
+// one else is there to re-rate.
 //
 // A phase whose links are all private (sim/private_links.h: no other transfer can hold them
 // while it moves) takes their whole bandwidth and neither re-rates anyone nor is re-rated:
@@ -106,6 +109,10 @@ class LinkSharing {
   // Snapshots the shares of `ph`'s links, adds (+1) or removes (-1) `a` as a holder of
   // each, and refreshes their shares.
   void Change(const CommPhase& ph, std::int32_t a, int delta, double now);
+  // Change's +1 and -1 where `a` is the only holder of every link of `ph` (each listed once):
+  // true if so, and done; false, with nothing changed, otherwise.
+  [[nodiscard]] bool TakeIdleLinks(const CommPhase& ph, std::int32_t a, double now);
+  [[nodiscard]] bool DropIdleLinks(const CommPhase& ph, double now);
   void Rerate(const CommPhase& ph, std::int32_t self, double now, Reschedule reschedule);
   void RerateFull(const CommPhase& ph, std::int32_t self, double now, Reschedule reschedule);
   [[nodiscard]] double FullRate(const Activity& act) const;
