@@ -5,8 +5,14 @@
 namespace testbed::collectives {
 
 std::vector<std::pair<LinkId, double>> LinkLoads::Sorted() const {
-  std::vector<std::pair<LinkId, double>> out(bytes_.begin(), bytes_.end());
-  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  // By link, each link's additions in the order they came, summed from zero in that order.
+  std::vector<std::pair<LinkId, double>> by_link = added_;
+  std::stable_sort(by_link.begin(), by_link.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::pair<LinkId, double>> out;
+  for (const auto& [link, bytes] : by_link) {
+    if (out.empty() || out.back().first != link) out.emplace_back(link, 0.0);
+    out.back().second += bytes;
+  }
   return out;
 }
 

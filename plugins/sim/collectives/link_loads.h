@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "testbed/cluster.h"
 #include "testbed/collective.h"
 
@@ -23,14 +22,14 @@ struct CommTuning {
 };
 
 // Bytes per link, summed in the order they are added; taken out ordered by link (as a phase
-// lists them).
+// lists them). Kept as the list of additions (a phase has few), sorted once at the end.
 class LinkLoads {
  public:
-  void Add(LinkId link, double bytes) { bytes_[link] += bytes; }
+  void Add(LinkId link, double bytes) { added_.emplace_back(link, bytes); }
   [[nodiscard]] std::vector<std::pair<LinkId, double>> Sorted() const;
 
  private:
-  absl::flat_hash_map<LinkId, double> bytes_;
+  std::vector<std::pair<LinkId, double>> added_;
 };
 
 class PhaseBuilder {
