@@ -45,8 +45,15 @@ class Engine {
     TaskId other = -1;              // a send's receive, a receive's send
     std::int32_t where = kNowhere;  // its device, or -(group + 1)
     std::int32_t work = -1;         // Task::work
-    std::uint32_t hold_key = 0;     // a compute task's sim::DeviceLedger::Hold
-    std::int32_t hold_layers = 0;
+    // A compute task's sim::DeviceLedger::Hold (key and layers); a communication task's plan
+    // (TaskCosts::comm, null: free).
+    union Aux {
+      struct Hold {
+        std::uint32_t key;
+        std::int32_t layers;
+      } hold;
+      const sim::PlannedComm* plan;
+    } aux{.hold = {0, 0}};
     TaskKind kind = TaskKind::kCompute;
     std::uint8_t started = 0;
     std::uint16_t iteration = 0;    // Task::iteration, where every one fits
@@ -132,8 +139,7 @@ class Engine {
             "the schedule is too large to simulate: ", s_.Describe(t),
             " lies past 2^32 (iteration, model chunk, micro-batch) combinations"));
       }
-      c.hold_key = hold->key;
-      c.hold_layers = hold->layers;
+      c.aux.hold = {hold->key, hold->layers};
       c.hold_delta = hold->delta;
       c.wait = static_cast<std::int32_t>(deps.size());
       c.kind = task.kind;
@@ -237,7 +243,13 @@ class Engine {
     // A task's start time takes the place of its duration when it starts: one array, read
     // and written at the same place.
     start_ = std::move(costs_.duration);
-    comm_ = std::move(costs_.comm);
+    // Each communication task's plan beside what starting it needs (compute tasks keep their
+    // memory hold there instead).
+    for (TaskId t = 0; t < n_; ++t) {
+      Ctl& c = ctl_[static_cast<size_t>(t)];
+      if (c.kind != TaskKind::kCompute && c.kind != TaskKind::kKernel) c.aux.plan = costs_.comm[static_cast<size_t>(t)];
+    }
+    std::vector<const sim::PlannedComm*>().swap(costs_.comm);
     return absl::OkStatus();
   }
 
@@ -302,7 +314,7 @@ class Engine {
   }
 
   [[nodiscard]] static sim::DeviceLedger::Hold HoldOf(const Ctl& c) noexcept {
-    return {c.hold_key, c.hold_layers, c.hold_delta};
+    return {c.aux.hold.key, c.aux.hold.layers, c.hold_delta};
   }
 
   [[nodiscard]] bool IsCompute(TaskId t) const {
@@ -348,7 +360,7 @@ class Engine {
       ledger_.StartComm(d, now_);
       CommOn(d, +1);
     });
-    const sim::PlannedComm* planned = comm_[static_cast<size_t>(task)];
+    const sim::PlannedComm* planned = ctl_[static_cast<size_t>(task)].aux.plan;
     if (planned == nullptr || planned->plan.phases.empty()) {
       Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
       return;
@@ -420,7 +432,7 @@ class Engine {
       ledger_.EndCompute(DevicesOf(t), bytes, HoldOf(c), now_);
     } else {
       if ((c.flags & Ctl::kFixed) != 0) {
-        flows_.EndPrivate(comm_[static_cast<size_t>(t)]->plan.phases.front(), start_[static_cast<size_t>(t)], now_);
+        flows_.EndPrivate(c.aux.plan->plan.phases.front(), start_[static_cast<size_t>(t)], now_);
       }
       ForDevices(t, partner, [&](DeviceId d) {
         ledger_.EndComm(d, now_);
@@ -505,7 +517,6 @@ class Engine {
   sim::EventQueue<Event> events_;
   std::vector<Ctl> ctl_;
   std::vector<double> start_, end_;  // start_ holds each task's duration until it starts
-  std::vector<const sim::PlannedComm*> comm_;
   // Per task (and one past the last): where its dependents begin in next_ (a CSR), and its
   // first stream successor; together, so that a finished task reads one record.
   struct Follow {
