@@ -40,11 +40,11 @@ class Engine {
   // the engine never reads the schedule's tasks (72 bytes each, far apart) while it runs.
   struct Ctl {
     static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
-    static constexpr std::uint8_t kCheckpoint = 1, kHasMore = 2, kFixed = 4;
-    std::int32_t wait = 0;          // arrivals still missing: dependencies and stream heads
-    TaskId other = -1;              // a send's receive, a receive's send
-    std::int32_t where = kNowhere;  // its device, or -(group + 1)
-    std::int32_t work = -1;         // Task::work
+    // kCheckpoint: Task::checkpoint; kHasMore: more than one stream successor; kFixed: runs as
+    // a PlannedComm::fixed plan, without an activity (set when it starts); kStarted; kHoldUp,
+    // kHoldDown: its Hold's delta is +1, -1.
+    static constexpr std::uint8_t kCheckpoint = 1, kHasMore = 2, kFixed = 4, kStarted = 8, kHoldUp = 16,
+                                  kHoldDown = 32;
     // A compute task's sim::DeviceLedger::Hold (key and layers); a communication task's plan
     // (TaskCosts::comm, null: free).
     union Aux {
@@ -54,15 +54,18 @@ class Engine {
       } hold;
       const sim::PlannedComm* plan;
     } aux{.hold = {0, 0}};
+    std::int32_t wait = 0;          // arrivals still missing: dependencies and stream heads
+    std::int32_t ref = -1;          // a send's receive, a receive's send; a compute task's Task::work
+    std::int32_t where = kNowhere;  // its device, or -(group + 1)
+    // Where its dependents begin in next_ (they end where the next task's begin), and its
+    // first stream successor: read together when it finishes.
+    std::int32_t next_begin = 0;
+    TaskId succ = -1;
     TaskKind kind = TaskKind::kCompute;
-    std::uint8_t started = 0;
-    std::uint16_t iteration = 0;    // Task::iteration, where every one fits
     std::uint8_t phase = 0;         // Task::phase
-    // kCheckpoint: Task::checkpoint; kHasMore: more than one stream successor; kFixed: runs
-    // as a PlannedComm::fixed plan, without an activity (set when it starts)
     std::uint8_t flags = 0;
     std::uint8_t priority = 0;      // Task::priority
-    std::int8_t hold_delta = 0;
+    [[nodiscard]] bool started() const noexcept { return (flags & kStarted) != 0; }
   };
   static_assert(sizeof(Ctl) == 32);
 
@@ -80,7 +83,7 @@ class Engine {
       }
     }
     for (TaskId t = 0; t < n_; ++t) {
-      if (ctl_[static_cast<size_t>(t)].wait == 0 && !ctl_[static_cast<size_t>(t)].started) TryStart(t);
+      if (ctl_[static_cast<size_t>(t)].wait == 0 && !ctl_[static_cast<size_t>(t)].started()) TryStart(t);
     }
     for (std::uint64_t handled = 0; !events_.empty() && error_.ok(); ++handled) {
       if ((handled & 0xFFFF) == 0 && opt_.cancelled && opt_.cancelled()) {
@@ -112,7 +115,8 @@ class Engine {
     const size_t n = static_cast<size_t>(n_);
     const int devices = s_.num_devices();
     // Per-task arrays are filled once, then read at random: on huge pages (huge_pages.h).
-    AssignHuge(ctl_, n, Ctl{});
+    // One Ctl past the last task holds where the last task's dependents end.
+    AssignHuge(ctl_, n + 1, Ctl{});
     AssignHuge(end_, n, 0.0);
     // Per task: what starting and finishing it needs, and its arrivals (dependencies, then
     // the heads of its streams): its dependents in a CSR, then its stream successors.
@@ -127,6 +131,7 @@ class Engine {
     }
     ledger_ = sim::DeviceLedger(s_, micro_batches, chunks);
     iterations_fit_ = s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
+    if (iterations_fit_) AssignHuge(iteration_, n, std::uint16_t{0});
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
       const std::span<const TaskId> deps = s_.deps(t);
@@ -140,11 +145,12 @@ class Engine {
             " lies past 2^32 (iteration, model chunk, micro-batch) combinations"));
       }
       c.aux.hold = {hold->key, hold->layers};
-      c.hold_delta = hold->delta;
+      if (hold->delta > 0) c.flags |= Ctl::kHoldUp;
+      if (hold->delta < 0) c.flags |= Ctl::kHoldDown;
       c.wait = static_cast<std::int32_t>(deps.size());
       c.kind = task.kind;
-      if (iterations_fit_) c.iteration = static_cast<std::uint16_t>(task.iteration);
-      c.work = task.work;
+      if (iterations_fit_) iteration_[i] = static_cast<std::uint16_t>(task.iteration);
+      if (task.kind == TaskKind::kCompute) c.ref = task.work;
       c.phase = static_cast<std::uint8_t>(task.phase);
       if (task.checkpoint) c.flags |= Ctl::kCheckpoint;
       c.priority = task.priority;
@@ -154,14 +160,13 @@ class Engine {
         c.where = -(task.group + 1);
       }
       if (task.kind == TaskKind::kRecv) {
-        c.other = task.match;
-        ctl_[static_cast<size_t>(task.match)].other = t;
+        c.ref = task.match;
+        ctl_[static_cast<size_t>(task.match)].ref = t;
       }
     }
     for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
     AssignHuge(next_, static_cast<size_t>(count[n]), 0);
-    AssignHuge(follow_, n + 1, Follow{});
-    for (size_t i = 0; i <= n; ++i) follow_[i].next_begin = count[i];
+    for (size_t i = 0; i <= n; ++i) ctl_[i].next_begin = count[i];
     {
       std::vector<std::int32_t>& fill = count;
       for (TaskId t = 0; t < n_; ++t) {
@@ -179,8 +184,8 @@ class Engine {
                    [&](TaskId a, TaskId b) {
                      ++ctl_[static_cast<size_t>(b)].wait;
                      const size_t i = static_cast<size_t>(a);
-                     if (follow_[i].succ < 0) {
-                       follow_[i].succ = b;
+                     if (ctl_[i].succ < 0) {
+                       ctl_[i].succ = b;
                      } else {
                        ctl_[i].flags |= Ctl::kHasMore;
                        more_.emplace_back(a, b);
@@ -261,10 +266,10 @@ class Engine {
     const Ctl& c = ctl_[static_cast<size_t>(t)];
     const TaskKind kind = c.kind;
     if (kind == TaskKind::kRecv || kind == TaskKind::kSend) {
-      const TaskId send = kind == TaskKind::kSend ? t : c.other;
-      const TaskId recv = kind == TaskKind::kRecv ? t : c.other;
+      const TaskId send = kind == TaskKind::kSend ? t : c.ref;
+      const TaskId recv = kind == TaskKind::kRecv ? t : c.ref;
       if (recv < 0 || ctl_[static_cast<size_t>(send)].wait != 0 || ctl_[static_cast<size_t>(recv)].wait != 0) return;
-      if (ctl_[static_cast<size_t>(send)].started) return;
+      if (ctl_[static_cast<size_t>(send)].started()) return;
       MarkStarted(send);
       MarkStarted(recv);
       StartComm(send, recv);
@@ -309,12 +314,13 @@ class Engine {
   // What a compute task takes and gives back (nothing for a kernel).
   [[nodiscard]] sim::MemoryChange MemoryOf(const Ctl& c) const {
     if (c.kind != TaskKind::kCompute) return {};
-    const ComputeWork& w = s_.compute_work()[static_cast<size_t>(c.work)];
+    const ComputeWork& w = s_.compute_work()[static_cast<size_t>(c.ref)];
     return sim::MemoryOf(static_cast<Phase>(c.phase), (c.flags & Ctl::kCheckpoint) != 0, w);
   }
 
   [[nodiscard]] static sim::DeviceLedger::Hold HoldOf(const Ctl& c) noexcept {
-    return {c.aux.hold.key, c.aux.hold.layers, c.hold_delta};
+    const std::int8_t delta = (c.flags & Ctl::kHoldUp) != 0 ? 1 : (c.flags & Ctl::kHoldDown) != 0 ? -1 : 0;
+    return {c.aux.hold.key, c.aux.hold.layers, delta};
   }
 
   [[nodiscard]] bool IsCompute(TaskId t) const {
@@ -351,7 +357,7 @@ class Engine {
   }
 
   void MarkStarted(TaskId t) {
-    ctl_[static_cast<size_t>(t)].started = 1;
+    ctl_[static_cast<size_t>(t)].flags |= Ctl::kStarted;
     start_[static_cast<size_t>(t)] = now_;
   }
 
@@ -419,7 +425,7 @@ class Engine {
   void Complete(TaskId t) {
     // A send finishes together with its receive (they ran as one transfer).
     const Ctl& c = ctl_[static_cast<size_t>(t)];
-    const TaskId partner = c.kind == TaskKind::kSend ? c.other : -1;
+    const TaskId partner = c.kind == TaskKind::kSend ? c.ref : -1;
     if (c.kind == TaskKind::kCompute || c.kind == TaskKind::kKernel) {
       if (opt_.shared_cores > 0) {
         CatchUpSharing();
@@ -454,9 +460,9 @@ class Engine {
     }
     const size_t i = static_cast<size_t>(t);
     // The dependents' records lie anywhere: ask for all of them before counting down any.
-    const Follow& f = follow_[i];
-    const TaskId succ = f.succ;
-    const std::int32_t first = f.next_begin, end = follow_[i + 1].next_begin;
+    const Ctl& c = ctl_[i];
+    const TaskId succ = c.succ;
+    const std::int32_t first = c.next_begin, end = ctl_[i + 1].next_begin;
     for (std::int32_t k = first; k < end; ++k) {
       __builtin_prefetch(&ctl_[static_cast<size_t>(next_[static_cast<size_t>(k)])], 1);
     }
@@ -474,10 +480,10 @@ class Engine {
     std::vector<std::string> blocked;
     for (TaskId t = 0; t < n_ && blocked.size() < 6; ++t) {
       const Ctl& c = ctl_[static_cast<size_t>(t)];
-      if (!c.started && c.wait <= static_cast<std::int32_t>(s_.deps(t).size())) {
+      if (!c.started() && c.wait <= static_cast<std::int32_t>(s_.deps(t).size())) {
         std::vector<std::string> on;
         for (TaskId d : s_.deps(t)) {
-          if (end_[static_cast<size_t>(d)] == 0 && !ctl_[static_cast<size_t>(d)].started) on.push_back(absl::StrCat(d));
+          if (end_[static_cast<size_t>(d)] == 0 && !ctl_[static_cast<size_t>(d)].started()) on.push_back(absl::StrCat(d));
         }
         blocked.push_back(absl::StrCat(s_.Describe(t), on.empty() ? " (waits for its partner)" : absl::StrCat(" (waits for tasks ", absl::StrJoin(on, ","), ")")));
       }
@@ -496,7 +502,7 @@ class Engine {
     r.iteration_end_s.assign(static_cast<size_t>(s_.iterations()), 0.0);
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
-      double& e = r.iteration_end_s[iterations_fit_ ? ctl_[i].iteration : static_cast<size_t>(s_.task(t).iteration)];
+      double& e = r.iteration_end_s[iterations_fit_ ? iteration_[i] : static_cast<size_t>(s_.task(t).iteration)];
       e = std::max(e, end_[i]);
     }
     r.task_start_s = std::move(start_);
@@ -509,7 +515,7 @@ class Engine {
   const SimInputs& in_;
   const SimOptions& opt_;
   TaskId n_ = 0;
-  bool iterations_fit_ = true;  // every Task::iteration fits Ctl::iteration
+  bool iterations_fit_ = true;  // every Task::iteration fits iteration_
   std::int64_t done_ = 0;
   double now_ = 0;
   std::uint32_t seq_ = 0;
@@ -517,14 +523,8 @@ class Engine {
   sim::EventQueue<Event> events_;
   std::vector<Ctl> ctl_;
   std::vector<double> start_, end_;  // start_ holds each task's duration until it starts
-  // Per task (and one past the last): where its dependents begin in next_ (a CSR), and its
-  // first stream successor; together, so that a finished task reads one record.
-  struct Follow {
-    std::int32_t next_begin = 0;
-    TaskId succ = -1;
-  };
-  std::vector<Follow> follow_;
-  std::vector<std::int32_t> next_;
+  std::vector<std::uint16_t> iteration_;  // Task::iteration, where every one fits
+  std::vector<std::int32_t> next_;  // each task's dependents, from Ctl::next_begin
   // Stream successors past each task's first (Ctl::kHasMore), by task, in order.
   std::vector<std::pair<TaskId, TaskId>> more_;
   sim::LinkSharing flows_;
