@@ -34,6 +34,16 @@ long SmapsField(std::uintptr_t address, const std::string& field) {
   return -1;
 }
 
+// The kernel's transparent huge page modes (the selected one in brackets), and whether they
+// are on at all.
+std::string ThpModes() {
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(mode, modes);
+  return modes;
+}
+bool ThpOn(const std::string& modes) { return !modes.empty() && modes.find("[never]") == std::string::npos; }
+
 int ThpEligible(std::uintptr_t address) { return static_cast<int>(SmapsField(address, "THPeligible")); }
 
 TEST(HugePages, AssignAndReserveKeepTheContents) {
@@ -53,12 +63,8 @@ TEST(HugePages, AssignAndReserveKeepTheContents) {
 }
 
 TEST(HugePages, TheAlignedPartOfALargeBufferIsAdvised) {
-  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  std::getline(mode, modes);
-  if (modes.empty() || modes.find("[never]") != std::string::npos) {
-    GTEST_SKIP() << "transparent huge pages are off on this machine ('" << modes << "')";
-  }
+  const std::string modes = ThpModes();
+  if (!ThpOn(modes)) GTEST_SKIP() << "transparent huge pages are off on this machine ('" << modes << "')";
   std::vector<char> v;
   ReserveHuge(v, 16 << 20);
   const auto begin = reinterpret_cast<std::uintptr_t>(v.data());
@@ -72,12 +78,8 @@ TEST(HugePages, TheAlignedPartOfALargeBufferIsAdvised) {
 // Growing a filled vector moves its elements into the new buffer after the advice, so that
 // they are faulted in as huge pages too (a plain reserve would copy them in small pages first).
 TEST(HugePages, ElementsMovedByAGrowthLandOnHugePages) {
-  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  std::getline(mode, modes);
-  if (modes.empty() || modes.find("[never]") != std::string::npos) {
-    GTEST_SKIP() << "transparent huge pages are off on this machine ('" << modes << "')";
-  }
+  const std::string modes = ThpModes();
+  if (!ThpOn(modes)) GTEST_SKIP() << "transparent huge pages are off on this machine ('" << modes << "')";
   // Whether the machine hands out huge pages at all now: an advised buffer written whole.
   std::vector<char> probe;
   AssignHuge(probe, size_t{16} << 20, char{1});
