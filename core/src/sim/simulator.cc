@@ -192,6 +192,7 @@ class Engine {
                      }
                    });
     std::stable_sort(more_.begin(), more_.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::vector<std::int32_t>().swap(count);  // spent before the costs' arrays are taken
     TESTBED_RETURN_IF_ERROR(PrepareCosts());
     if (opt_.shared_cores > 0) {
       work_left_.assign(n, 0.0);
