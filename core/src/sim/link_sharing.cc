@@ -52,13 +52,11 @@ void LinkSharing::StartTransfer(std::int32_t a, double now, Reschedule reschedul
   act.alone = AllPrivate(ph);
   if (act.alone) {
     // As Change and Rerate would have it: the only holder of each link, at its whole bandwidth.
-    double rate = std::numeric_limits<double>::infinity();
     for (const auto& [link, bytes] : ph.link_bytes) {
       const size_t l = static_cast<size_t>(link);
       if (holders_[l]++ == 0) since_[l] = now;
-      if (bytes > 0) rate = std::min(rate, bandwidth_[l] / bytes);
     }
-    Apply(a, rate, true, now, reschedule);
+    Apply(a, WholeRate(ph), true, now, reschedule);
     return;
   }
   if (mode_ == RateUpdates::kIncremental && TakeIdleLinks(ph, a, now)) {
@@ -154,17 +152,24 @@ void LinkSharing::Change(const CommPhase& ph, std::int32_t a, int delta, double 
 
 std::optional<double> LinkSharing::PrivateTransferTime(const CommPhase& ph) const {
   if (ph.link_bytes.empty() || !AllPrivate(ph)) return std::nullopt;
-  // As StartTransfer's private path and Apply compute it, operation for operation.
-  double rate = std::numeric_limits<double>::infinity();
+  // Busy time is counted once per link: a link listed twice takes the general path.
   for (size_t i = 0; i < ph.link_bytes.size(); ++i) {
-    const auto& [link, bytes] = ph.link_bytes[i];
     for (size_t j = 0; j < i; ++j) {
-      if (ph.link_bytes[j].first == link) return std::nullopt;  // busy time is counted once per link
+      if (ph.link_bytes[j].first == ph.link_bytes[i].first) return std::nullopt;
     }
-    if (bytes > 0) rate = std::min(rate, bandwidth_[static_cast<size_t>(link)] / bytes);
   }
+  // As StartTransfer's private path and Apply compute it, operation for operation.
+  const double rate = WholeRate(ph);
   if (!(rate > 0)) return std::nullopt;  // never finishes: the general path reports it
   return std::isinf(rate) ? 0.0 : 1.0 / rate;
+}
+
+double LinkSharing::WholeRate(const CommPhase& ph) const noexcept {
+  double rate = std::numeric_limits<double>::infinity();
+  for (const auto& [link, bytes] : ph.link_bytes) {
+    if (bytes > 0) rate = std::min(rate, bandwidth_[static_cast<size_t>(link)] / bytes);
+  }
+  return rate;
 }
 
 bool LinkSharing::AllPrivate(const CommPhase& ph) const noexcept {

@@ -120,6 +120,9 @@ class LinkSharing {
   void Apply(std::int32_t b, double rate, bool force, double now, Reschedule reschedule);
   void Mark(std::int32_t b);
   [[nodiscard]] bool AllPrivate(const CommPhase& ph) const noexcept;
+  // The rate (fraction of the phase per second) of a phase alone on its links: its most
+  // loaded link's whole bandwidth; +inf for a phase without bytes.
+  [[nodiscard]] double WholeRate(const CommPhase& ph) const noexcept;
 
   // The bandwidth a holder of `priority` gets on link l: an even share among the link's most
   // urgent holders, none for the others; now, or before the last Change.

@@ -252,8 +252,7 @@ class Engine {
     // Each communication task's plan beside what starting it needs (compute tasks keep their
     // memory hold there instead).
     for (TaskId t = 0; t < n_; ++t) {
-      Ctl& c = ctl_[static_cast<size_t>(t)];
-      if (c.kind != TaskKind::kCompute && c.kind != TaskKind::kKernel) c.aux.plan = costs_.comm[static_cast<size_t>(t)];
+      if (!IsCompute(t)) ctl_[static_cast<size_t>(t)].aux.plan = costs_.comm[static_cast<size_t>(t)];
     }
     std::vector<const sim::PlannedComm*>().swap(costs_.comm);
     return absl::OkStatus();
@@ -367,12 +366,12 @@ class Engine {
       ledger_.StartComm(d, now_);
       CommOn(d, +1);
     });
-    const sim::PlannedComm* planned = ctl_[static_cast<size_t>(task)].aux.plan;
+    Ctl& c = ctl_[static_cast<size_t>(task)];
+    const sim::PlannedComm* planned = c.aux.plan;
     if (planned == nullptr || planned->plan.phases.empty()) {
       Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
       return;
     }
-    Ctl& c = ctl_[static_cast<size_t>(task)];
     if (planned->fixed) {
       // No other transfer can share its links: its finish is known now (as the activity
       // would have it: after the latency, its transfer time).
