@@ -144,6 +144,8 @@ TaskId Schedule::Add(const Task& task, std::span<const TaskId> deps) {
   GrowHuge(deps_, deps.size());
   tasks_.push_back(task);
   iterations_ = std::max(iterations_, task.iteration + 1);
+  micro_batch_ids_ = std::max(micro_batch_ids_, task.micro_batch + 1);
+  chunk_ids_ = std::max(chunk_ids_, task.chunk + 1);
   streams_used_ = std::max(streams_used_, static_cast<int>(task.stream) + 1);
   deps_.insert(deps_.end(), deps.begin(), deps.end());
   dep_begin_.push_back(static_cast<std::int64_t>(deps_.size()));

@@ -78,6 +78,8 @@ bool Schedule::AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> 
     if (c.match >= 0) c.match += offset;
     edit(c);
     iterations_ = std::max(iterations_, c.iteration + 1);
+    micro_batch_ids_ = std::max(micro_batch_ids_, c.micro_batch + 1);
+    chunk_ids_ = std::max(chunk_ids_, c.chunk + 1);
     streams_used_ = std::max(streams_used_, static_cast<int>(c.stream) + 1);
     tasks_.push_back(c);
     const size_t i = static_cast<size_t>(t);

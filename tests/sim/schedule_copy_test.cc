@@ -83,6 +83,31 @@ TEST(AppendCopies, MakesWhatAddingOneByOneMakes) {
   EXPECT_TRUE(copied.Check().ok()) << copied.Check();
 }
 
+// The largest micro-batch and chunk ids, as Add and AppendCopies (after its edit) leave them:
+// the simulator's ledger sizes its keys by them without a pass over the tasks.
+TEST(AppendCopies, KeepsTheLargestMicroBatchAndChunk) {
+  Schedule s(4);
+  EXPECT_EQ(s.micro_batch_ids(), 1);
+  EXPECT_EQ(s.chunk_ids(), 1);
+  AddPair(s, 0, 1, 0, 0);  // micro-batches 0 and -1, chunk 0
+  EXPECT_EQ(s.micro_batch_ids(), 1);
+  Task c;
+  c.device = 1;
+  c.micro_batch = 3;
+  c.chunk = 2;
+  c.work = s.AddWork(ComputeWork{});
+  s.Add(c, {});
+  EXPECT_EQ(s.micro_batch_ids(), 4);
+  EXPECT_EQ(s.chunk_ids(), 3);
+  std::vector<std::int32_t> groups(s.groups().size(), -1);
+  groups[0] = s.Group({3, 2});
+  ASSERT_TRUE(s.AppendCopies(0, 6, std::vector<DeviceId>{3, 2, -1, -1}, groups, [](Task& t) {
+    if (t.micro_batch == 3) t.micro_batch = 9;
+  }));
+  EXPECT_EQ(s.micro_batch_ids(), 10);
+  EXPECT_EQ(s.chunk_ids(), 3);
+}
+
 // Each refusal leaves the schedule as it was.
 void ExpectRefused(Schedule& s, TaskId begin, TaskId end, const std::vector<DeviceId>& to_device,
                    const std::vector<std::int32_t>& to_group) {

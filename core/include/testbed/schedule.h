@@ -240,6 +240,9 @@ class Schedule {
   }
   // Iterations the schedule covers (highest Task::iteration + 1).
   [[nodiscard]] int iterations() const noexcept { return iterations_; }
+  // Highest Task::micro_batch + 1 and highest Task::chunk + 1 over all tasks (at least 1).
+  [[nodiscard]] int micro_batch_ids() const noexcept { return micro_batch_ids_; }
+  [[nodiscard]] int chunk_ids() const noexcept { return chunk_ids_; }
   // Whether iterations overlap, with no flush between them (PipeDream-2BW): such a schedule
   // runs whole, every iteration it covers at once, never one iteration repeated; and how many
   // versions of its weights a stage keeps (in-flight micro-batches run their backward on the
@@ -308,6 +311,7 @@ class Schedule {
   std::unordered_map<std::size_t, std::vector<std::int32_t>> compute_index_, kernel_index_, alltoallv_index_, copy_index_;
   std::vector<double> static_bytes_;
   int iterations_ = 1;
+  int micro_batch_ids_ = 1, chunk_ids_ = 1;
   int streams_used_ = 0;
   bool overlapping_iterations_ = false;
   int weight_versions_ = 1;

@@ -123,14 +123,9 @@ class Engine {
     std::vector<std::int32_t> count;
     AssignHuge(count, n + 1, 0);
     // The ledger's micro-batch keys need the largest micro-batch and chunk first.
-    int micro_batches = 1, chunks = 1;
-    for (TaskId t = 0; t < n_; ++t) {
-      const Task& task = s_.task(t);
-      micro_batches = std::max(micro_batches, task.micro_batch + 1);
-      chunks = std::max(chunks, task.chunk + 1);
-    }
-    ledger_ = sim::DeviceLedger(s_, micro_batches, chunks);
-    iterations_fit_ = s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
+    ledger_ = sim::DeviceLedger(s_, s_.micro_batch_ids(), s_.chunk_ids());
+    // Each task's iteration, for when each iteration ended (Finish): not needed for one.
+    iterations_fit_ = s_.iterations() > 1 && s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
     if (iterations_fit_) AssignHuge(iteration_, n, std::uint16_t{0});
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
@@ -451,6 +446,7 @@ class Engine {
 
   void Finished(TaskId t) {
     end_[static_cast<size_t>(t)] = now_;
+    last_end_ = std::max(last_end_, now_);
     ++done_;
     if (opt_.record_timeline) {
       const Task& task = s_.task(t);
@@ -500,10 +496,14 @@ class Engine {
     r.links = flows_.TakeLinkStats();
     r.timeline = std::move(timeline_);
     r.iteration_end_s.assign(static_cast<size_t>(s_.iterations()), 0.0);
-    for (TaskId t = 0; t < n_; ++t) {
-      const size_t i = static_cast<size_t>(t);
-      double& e = r.iteration_end_s[iterations_fit_ ? iteration_[i] : static_cast<size_t>(s_.task(t).iteration)];
-      e = std::max(e, end_[i]);
+    if (s_.iterations() == 1) {
+      r.iteration_end_s.front() = last_end_;
+    } else {
+      for (TaskId t = 0; t < n_; ++t) {
+        const size_t i = static_cast<size_t>(t);
+        double& e = r.iteration_end_s[iterations_fit_ ? iteration_[i] : static_cast<size_t>(s_.task(t).iteration)];
+        e = std::max(e, end_[i]);
+      }
     }
     r.task_start_s = std::move(start_);
     r.task_end_s = std::move(end_);
@@ -515,9 +515,10 @@ class Engine {
   const SimInputs& in_;
   const SimOptions& opt_;
   TaskId n_ = 0;
-  bool iterations_fit_ = true;  // every Task::iteration fits iteration_
+  bool iterations_fit_ = false;  // iteration_ holds every Task::iteration (more than one)
   std::int64_t done_ = 0;
   double now_ = 0;
+  double last_end_ = 0;  // the latest end of any task
   std::uint32_t seq_ = 0;
   absl::Status error_;
   sim::EventQueue<Event> events_;
