@@ -42,9 +42,10 @@ class Engine {
     static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
     // kCheckpoint: Task::checkpoint; kHasMore: more than one stream successor; kFixed: runs as
     // a PlannedComm::fixed plan, without an activity (set when it starts); kStarted; kHoldUp,
-    // kHoldDown: its Hold's delta is +1, -1.
+    // kHoldDown: its Hold's delta is +1, -1; kOneNext, kManyNext: one dependent, several
+    // (Ctl::next).
     static constexpr std::uint8_t kCheckpoint = 1, kHasMore = 2, kFixed = 4, kStarted = 8, kHoldUp = 16,
-                                  kHoldDown = 32;
+                                  kHoldDown = 32, kOneNext = 64, kManyNext = 128;
     // A compute task's sim::DeviceLedger::Hold (key and layers); a communication task's plan
     // (TaskCosts::comm, null: free).
     union Aux {
@@ -57,9 +58,11 @@ class Engine {
     std::int32_t wait = 0;          // arrivals still missing: dependencies and stream heads
     std::int32_t ref = -1;          // a send's receive, a receive's send; a compute task's Task::work
     std::int32_t where = kNowhere;  // its device, or -(group + 1)
-    // Where its dependents begin in next_ (they end where the next task's begin), and its
-    // first stream successor: read together when it finishes.
-    std::int32_t next_begin = 0;
+    // Its dependents (tasks listing it among their dependencies), and its first stream
+    // successor: read together when it finishes. With kOneNext, `next` is its one dependent
+    // (most tasks have one); with kManyNext, its row of many_ (its dependents lie at
+    // next_[many_[row], many_[row + 1])); else it has none.
+    std::int32_t next = 0;
     TaskId succ = -1;
     TaskKind kind = TaskKind::kCompute;
     std::uint8_t phase = 0;         // Task::phase
@@ -115,13 +118,12 @@ class Engine {
     const size_t n = static_cast<size_t>(n_);
     const int devices = s_.num_devices();
     // Per-task arrays are filled once, then read at random: on huge pages (huge_pages.h).
-    // One Ctl past the last task holds where the last task's dependents end.
-    AssignHuge(ctl_, n + 1, Ctl{});
+    AssignHuge(ctl_, n, Ctl{});
     AssignHuge(end_, n, 0.0);
     // Per task: what starting and finishing it needs, and its arrivals (dependencies, then
-    // the heads of its streams): its dependents in a CSR, then its stream successors.
+    // the heads of its streams): its dependents (how many first), then its stream successors.
     std::vector<std::int32_t> count;
-    AssignHuge(count, n + 1, 0);
+    AssignHuge(count, n, 0);
     // The ledger's micro-batch keys need the largest micro-batch and chunk first.
     ledger_ = sim::DeviceLedger(s_, s_.micro_batch_ids(), s_.chunk_ids());
     // Each task's iteration, for when each iteration ended (Finish): not needed for one.
@@ -130,7 +132,7 @@ class Engine {
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
       const std::span<const TaskId> deps = s_.deps(t);
-      for (TaskId d : deps) ++count[static_cast<size_t>(d) + 1];
+      for (TaskId d : deps) ++count[static_cast<size_t>(d)];
       const Task& task = s_.task(t);
       Ctl& c = ctl_[i];
       const std::optional<sim::DeviceLedger::Hold> hold = ledger_.HoldOf(task);
@@ -159,13 +161,33 @@ class Engine {
         ctl_[static_cast<size_t>(task.match)].ref = t;
       }
     }
-    for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
-    AssignHuge(next_, static_cast<size_t>(count[n]), 0);
-    for (size_t i = 0; i <= n; ++i) ctl_[i].next_begin = count[i];
+    // A task's one dependent lies in its record; several, in a CSR over the tasks with several
+    // (a few in a hundred), in the order of their ids.
+    many_.clear();
+    std::int32_t listed = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (count[i] == 1) {
+        ctl_[i].flags |= Ctl::kOneNext;
+      } else if (count[i] > 1) {
+        ctl_[i].flags |= Ctl::kManyNext;
+        ctl_[i].next = static_cast<std::int32_t>(many_.size());
+        many_.push_back(listed);
+        listed += count[i];
+      }
+    }
+    many_.push_back(listed);
+    next_.assign(static_cast<size_t>(listed), 0);
     {
-      std::vector<std::int32_t>& fill = count;
+      std::vector<std::int32_t> fill(many_.begin(), many_.end() - 1);
       for (TaskId t = 0; t < n_; ++t) {
-        for (TaskId d : s_.deps(t)) next_[static_cast<size_t>(fill[static_cast<size_t>(d)]++)] = t;
+        for (TaskId d : s_.deps(t)) {
+          Ctl& c = ctl_[static_cast<size_t>(d)];
+          if ((c.flags & Ctl::kOneNext) != 0) {
+            c.next = t;
+          } else {
+            next_[static_cast<size_t>(fill[static_cast<size_t>(c.next)]++)] = t;
+          }
+        }
       }
     }
     // Reaching the head of each stream: the first task of a stream arrives at the start (Run),
@@ -458,12 +480,17 @@ class Engine {
     // The dependents' records lie anywhere: ask for all of them before counting down any.
     const Ctl& c = ctl_[i];
     const TaskId succ = c.succ;
-    const std::int32_t first = c.next_begin, end = ctl_[i + 1].next_begin;
-    for (std::int32_t k = first; k < end; ++k) {
-      __builtin_prefetch(&ctl_[static_cast<size_t>(next_[static_cast<size_t>(k)])], 1);
-    }
     if (succ >= 0) __builtin_prefetch(&ctl_[static_cast<size_t>(succ)], 1);
-    for (std::int32_t k = first; k < end; ++k) Arrive(next_[static_cast<size_t>(k)]);
+    if ((c.flags & Ctl::kOneNext) != 0) {
+      Arrive(c.next);
+    } else if ((c.flags & Ctl::kManyNext) != 0) {
+      const size_t row = static_cast<size_t>(c.next);
+      const std::int32_t first = many_[row], end = many_[row + 1];
+      for (std::int32_t k = first; k < end; ++k) {
+        __builtin_prefetch(&ctl_[static_cast<size_t>(next_[static_cast<size_t>(k)])], 1);
+      }
+      for (std::int32_t k = first; k < end; ++k) Arrive(next_[static_cast<size_t>(k)]);
+    }
     if (succ < 0) return;
     const bool more = (ctl_[i].flags & Ctl::kHasMore) != 0;
     Arrive(succ);
@@ -525,7 +552,8 @@ class Engine {
   std::vector<Ctl> ctl_;
   std::vector<double> start_, end_;  // start_ holds each task's duration until it starts
   std::vector<std::uint16_t> iteration_;  // Task::iteration, where every one fits
-  std::vector<std::int32_t> next_;  // each task's dependents, from Ctl::next_begin
+  // Dependents of the tasks with several (Ctl::kManyNext): row r's at [many_[r], many_[r + 1]).
+  std::vector<std::int32_t> next_, many_;
   // Stream successors past each task's first (Ctl::kHasMore), by task, in order.
   std::vector<std::pair<TaskId, TaskId>> more_;
   sim::LinkSharing flows_;
