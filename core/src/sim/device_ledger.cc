@@ -16,14 +16,21 @@ DeviceLedger::DeviceLedger(const Schedule& s, int micro_batches, int chunks) {
     books_[d].mem_now = b;
     books_[d].stats.memory_peak_bytes = b;
   }
+  groups_ = &s.groups();
+  run_first_.assign(s.groups().size(), -1);
+  for (size_t g = 0; g < s.groups().size(); ++g) {
+    const std::vector<DeviceId>& m = s.groups()[g];
+    bool run = !m.empty() && m.front() >= 0 && static_cast<size_t>(m.back()) < devices;
+    for (size_t k = 1; k < m.size() && run; ++k) run = m[k] == m[k - 1] + 1;
+    if (run) run_first_[g] = m.front();
+  }
 }
 
-void DeviceLedger::Change(Hold hold, std::span<const DeviceId> devs) {
+void DeviceLedger::Change(Hold hold, std::int32_t where) {
   const size_t devices = books_.size();
   const size_t row = static_cast<size_t>(hold.key) * devices;
   if (held_.size() < row + devices) held_.resize(row + devices, 0);
-  for (DeviceId dev : devs) {
-    const size_t d = static_cast<size_t>(dev);
+  ForDevices(where, [&](size_t d) {
     int& count = held_[row + d];
     Book& b = books_[d];
     if (hold.delta > 0) {
@@ -39,7 +46,7 @@ void DeviceLedger::Change(Hold hold, std::span<const DeviceId> devs) {
         --b.held_now;
       }
     }
-  }
+  });
 }
 
 std::vector<SimDeviceStats> DeviceLedger::Finish(double now) {

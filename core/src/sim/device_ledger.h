@@ -19,8 +19,13 @@ class DeviceLedger {
  public:
   // Every device starts with its static memory (weights, gradients, optimizer state).
   // `micro_batches` and `chunks`: more than any task's Task::micro_batch and Task::chunk.
+  // The schedule's groups are read when a task on a group starts or ends: the schedule
+  // must outlive the ledger.
   DeviceLedger(const Schedule& schedule, int micro_batches, int chunks);
   DeviceLedger() = default;
+
+  // Where a task runs: its device (>= 0), its group g as -(g + 1), or kNowhere (no device).
+  static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
 
   // What a compute task does to the micro-batches holding activations on its devices: a
   // forward (delta +1) adds its layers to its (iteration, chunk, micro-batch), a backward
@@ -45,36 +50,31 @@ class DeviceLedger {
   // Compute (or a kernel) starts on `devs` (one device, or a gang's members), adding `bytes`
   // of memory on each; a forward compute task's (chunk, micro-batch) holds activations from
   // then on.
-  void StartCompute(std::span<const DeviceId> devs, double bytes, Hold hold, double now) {
-    for (DeviceId dev : devs) {
-      Book& b = books_[static_cast<size_t>(dev)];
+  void StartCompute(std::int32_t where, double bytes, Hold hold, double now) {
+    ForBooks(where, [&](Book& b) {
       Account(b, now);
       ++b.computing;
       b.mem_now += bytes;
       b.stats.memory_peak_bytes = std::max(b.stats.memory_peak_bytes, b.mem_now);
-    }
-    if (hold.delta > 0) Change(hold, devs);
+    });
+    if (hold.delta > 0) Change(hold, where);
   }
   // It ends, changing memory by `bytes` (negative: freed) on each; a backward compute task
   // releases its (chunk, micro-batch).
-  void EndCompute(std::span<const DeviceId> devs, double bytes, Hold hold, double now) {
-    for (DeviceId dev : devs) {
-      Book& b = books_[static_cast<size_t>(dev)];
+  void EndCompute(std::int32_t where, double bytes, Hold hold, double now) {
+    ForBooks(where, [&](Book& b) {
       Account(b, now);
       --b.computing;
       b.mem_now += bytes;
-    }
-    if (hold.delta < 0) Change(hold, devs);
+    });
+    if (hold.delta < 0) Change(hold, where);
   }
-  void StartComm(DeviceId dev, double now) {
-    Book& b = books_[static_cast<size_t>(dev)];
-    Account(b, now);
-    ++b.communicating;
-  }
-  void EndComm(DeviceId dev, double now) {
-    Book& b = books_[static_cast<size_t>(dev)];
-    Account(b, now);
-    --b.communicating;
+  // Communication starts (`delta` +1) or ends (-1) at `where`.
+  void Comm(std::int32_t where, int delta, double now) {
+    ForBooks(where, [&](Book& b) {
+      Account(b, now);
+      b.communicating += delta;
+    });
   }
 
   // Closes every device's books at `now`.
@@ -103,9 +103,36 @@ class DeviceLedger {
     }
     b.last_change = now;
   }
-  void Change(Hold hold, std::span<const DeviceId> devs);
+  void Change(Hold hold, std::int32_t where);
+
+  // Calls `f(device index, book)` for each device of `where`: a group of consecutive
+  // members as one walk over adjacent books.
+  template <typename F>
+  void ForDevices(std::int32_t where, F&& f) {
+    if (where >= 0) {
+      f(static_cast<size_t>(where));
+      return;
+    }
+    if (where == kNowhere) return;
+    const size_t g = static_cast<size_t>(-(where + 1));
+    const std::vector<DeviceId>& members = (*groups_)[g];
+    if (run_first_[g] >= 0) {
+      const size_t a = static_cast<size_t>(run_first_[g]);
+      for (size_t d = a, e = a + members.size(); d < e; ++d) f(d);
+      return;
+    }
+    for (DeviceId d : members) f(static_cast<size_t>(d));
+  }
+  template <typename F>
+  void ForBooks(std::int32_t where, F&& f) {
+    ForDevices(where, [&](size_t d) { f(books_[d]); });
+  }
 
   std::vector<Book> books_;
+  // The schedule's groups, and per group its first member where its members are
+  // consecutive ascending device ids (else -1).
+  const std::vector<std::vector<DeviceId>>* groups_ = nullptr;
+  std::vector<DeviceId> run_first_;
   // Layers with activations alive per (iteration, chunk, micro-batch) key and device, at
   // held_[key * devices + device] (a gang's members side by side; devices: books_.size()),
   // grown by whole keys: a key counts on a device from its first forward task until its last

@@ -39,7 +39,7 @@ class Engine {
   // What starting and finishing a task needs, 32 bytes (one cache line holds two), so that
   // the engine never reads the schedule's tasks (72 bytes each, far apart) while it runs.
   struct Ctl {
-    static constexpr std::int32_t kNowhere = std::numeric_limits<std::int32_t>::min();
+    static constexpr std::int32_t kNowhere = sim::DeviceLedger::kNowhere;
     // kCheckpoint: Task::checkpoint; kHasMore: more than one stream successor; kFixed: runs as
     // a PlannedComm::fixed plan, without an activity (set when it starts); kStarted; kHoldUp,
     // kHoldDown: its Hold's delta is +1, -1; kOneNext, kManyNext: one dependent, several
@@ -301,7 +301,7 @@ class Engine {
     }
     // Compute or kernel, on one device or a tensor-parallel gang.
     const double bytes = MemoryOf(c).start;
-    ledger_.StartCompute(DevicesOf(t), bytes, HoldOf(c), now_);
+    ledger_.StartCompute(c.where, bytes, HoldOf(c), now_);
     if (opt_.shared_cores > 0) {
       CatchUpSharing();
       sharing_.push_back(t);
@@ -379,11 +379,10 @@ class Engine {
   }
 
   void StartComm(TaskId task, TaskId partner) {
-    ForDevices(task, partner, [&](DeviceId d) {
-      ledger_.StartComm(d, now_);
-      CommOn(d, +1);
-    });
     Ctl& c = ctl_[static_cast<size_t>(task)];
+    ledger_.Comm(c.where, +1, now_);
+    if (partner >= 0) ledger_.Comm(ctl_[static_cast<size_t>(partner)].where, +1, now_);
+    if (contention_.on()) ForDevices(task, partner, [&](DeviceId d) { CommOn(d, +1); });
     const sim::PlannedComm* planned = c.aux.plan;
     if (planned == nullptr || planned->plan.phases.empty()) {
       Push(now_, EventKind::kTaskDone, task);  // free (or a group of one)
@@ -452,15 +451,14 @@ class Engine {
       }
       contention_.EndCompute(t, DevicesOf(t));
       const double bytes = MemoryOf(c).end;
-      ledger_.EndCompute(DevicesOf(t), bytes, HoldOf(c), now_);
+      ledger_.EndCompute(c.where, bytes, HoldOf(c), now_);
     } else {
       if ((c.flags & Ctl::kFixed) != 0) {
         flows_.EndPrivate(c.aux.plan->plan.phases.front(), start_[static_cast<size_t>(t)], now_);
       }
-      ForDevices(t, partner, [&](DeviceId d) {
-        ledger_.EndComm(d, now_);
-        CommOn(d, -1);
-      });
+      ledger_.Comm(c.where, -1, now_);
+      if (partner >= 0) ledger_.Comm(ctl_[static_cast<size_t>(partner)].where, -1, now_);
+      if (contention_.on()) ForDevices(t, partner, [&](DeviceId d) { CommOn(d, -1); });
     }
     Finished(t);
     if (partner >= 0) Finished(partner);
