@@ -129,6 +129,7 @@ class Engine {
     // Each task's iteration, for when each iteration ended (Finish): not needed for one.
     iterations_fit_ = s_.iterations() > 1 && s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
     if (iterations_fit_) AssignHuge(iteration_, n, std::uint16_t{0});
+    BeginCosts();
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
       const std::span<const TaskId> deps = s_.deps(t);
@@ -160,7 +161,15 @@ class Engine {
         c.ref = task.match;
         ctl_[static_cast<size_t>(task.match)].ref = t;
       }
+      // Its cost; a communication task's plan takes the place of the hold (it has none).
+      const sim::PlannedComm* plan = nullptr;
+      const sim::PlannedComm* send_plan = task.kind == TaskKind::kRecv && task.match >= 0 && task.match < t
+                                              ? ctl_[static_cast<size_t>(task.match)].aux.plan
+                                              : nullptr;
+      TESTBED_RETURN_IF_ERROR(costs_.Cost(t, plan, send_plan));
+      if (task.kind != TaskKind::kCompute && task.kind != TaskKind::kKernel) c.aux.plan = plan;
     }
+    EndCosts();
     // A task's one dependent lies in its record; several, in a CSR over the tasks with several
     // (a few in a hundred), in the order of their ids.
     many_.clear();
@@ -209,8 +218,7 @@ class Engine {
                      }
                    });
     std::stable_sort(more_.begin(), more_.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-    std::vector<std::int32_t>().swap(count);  // spent before the costs' arrays are taken
-    TESTBED_RETURN_IF_ERROR(PrepareCosts());
+    std::vector<std::int32_t>().swap(count);  // spent: not held while the engine runs
     if (opt_.shared_cores > 0) {
       work_left_.assign(n, 0.0);
       share_version_.assign(n, 0);
@@ -252,27 +260,25 @@ class Engine {
     }
   }
 
-  absl::Status PrepareCosts() {
-    // Links only one stream uses (sim/private_links.h), under incremental rate updates only:
-    // kFull stays the former engine.
-    std::optional<sim::PrivateLinks> private_links;
-    if (opt_.rate_updates == RateUpdates::kIncremental) private_links.emplace(in_.cluster.links().size());
-    TESTBED_RETURN_IF_ERROR(costs_.Prepare(s_, in_.model, in_.cluster, in_.device_model, in_.collective,
-                                           opt_.free_communication, private_links ? &*private_links : nullptr));
-    if (private_links) {
-      flows_.SetPrivate(private_links->Take());
+  // What every task costs (sim/task_costs.h), priced in the main pass of Prepare: Begin
+  // before it, End after it. Links only one stream uses (sim/private_links.h) are found
+  // under incremental rate updates only: kFull stays the former engine.
+  void BeginCosts() {
+    private_links_.reset();
+    if (opt_.rate_updates == RateUpdates::kIncremental) private_links_.emplace(in_.cluster.links().size());
+    costs_.Begin(s_, in_.model, in_.cluster, in_.device_model, in_.collective, opt_.free_communication,
+                 private_links_ ? &*private_links_ : nullptr);
+  }
+  void EndCosts() {
+    costs_.End([this](TaskId send) { return ctl_[static_cast<size_t>(send)].aux.plan; });
+    if (private_links_) {
+      flows_.SetPrivate(private_links_->Take());
       costs_.MarkFixed([this](const CommPhase& ph) { return flows_.PrivateTransferTime(ph); });
+      private_links_.reset();
     }
     // A task's start time takes the place of its duration when it starts: one array, read
     // and written at the same place.
     start_ = std::move(costs_.duration);
-    // Each communication task's plan beside what starting it needs (compute tasks keep their
-    // memory hold there instead).
-    for (TaskId t = 0; t < n_; ++t) {
-      if (!IsCompute(t)) ctl_[static_cast<size_t>(t)].aux.plan = costs_.comm[static_cast<size_t>(t)];
-    }
-    std::vector<const sim::PlannedComm*>().swap(costs_.comm);
-    return absl::OkStatus();
   }
 
   void Arrive(TaskId t) {
@@ -566,6 +572,7 @@ class Engine {
   sim::CommContention contention_;
   sim::DeviceLedger ledger_;
   sim::TaskCosts costs_;
+  std::optional<sim::PrivateLinks> private_links_;  // while Prepare prices the tasks
 };
 
 }  // namespace

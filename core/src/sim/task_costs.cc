@@ -7,15 +7,38 @@
 
 #include "absl/strings/str_cat.h"
 #include "huge_pages.h"
+#include "testbed/status_macros.h"
 
 namespace testbed::sim {
 
 absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, const Cluster& cluster,
                                 const DeviceModel& dm, const Collective& collective, bool free_communication,
                                 PrivateLinks* private_links) {
+  Begin(s, model, cluster, dm, collective, free_communication, private_links);
   const size_t n = s.size();
-  AssignHuge(duration, n, 0.0);
   AssignHuge(comm, n, static_cast<const PlannedComm*>(nullptr));
+  for (TaskId t = 0; t < static_cast<TaskId>(n); ++t) {
+    const Task& task = s.task(t);
+    const PlannedComm* send_plan =
+        task.kind == TaskKind::kRecv && task.match >= 0 && task.match < t ? comm[static_cast<size_t>(task.match)] : nullptr;
+    TESTBED_RETURN_IF_ERROR(Cost(t, comm[static_cast<size_t>(t)], send_plan));
+  }
+  End([this](TaskId send) { return comm[static_cast<size_t>(send)]; });
+  return absl::OkStatus();
+}
+
+void TaskCosts::Begin(const Schedule& s, const ModelGraph& model, const Cluster& cluster, const DeviceModel& dm,
+                      const Collective& collective, bool free_communication, PrivateLinks* private_links) {
+  s_ = &s;
+  model_ = &model;
+  cluster_ = &cluster;
+  dm_ = &dm;
+  collective_ = &collective;
+  free_ = free_communication;
+  private_ = private_links;
+  early_receives_.clear();
+  comm.clear();
+  AssignHuge(duration, s.size(), 0.0);
   specs_ = std::max<size_t>(1, cluster.device_specs().size());
   compute_cache_.assign(s.compute_work().size() * specs_ * 3, std::numeric_limits<double>::quiet_NaN());
   kernel_cache_.assign(s.kernel_work().size() * specs_, std::numeric_limits<double>::quiet_NaN());
@@ -31,43 +54,47 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
       group_spec_[g] = first;
     }
   }
-  // A send's transfer holds its receive's stream too: told at the receive, or after the loop
-  // for a receive added before its send.
-  std::vector<TaskId> early_receives;
-  const auto transfer = [&](TaskId recv) {
-    const TaskId send = s.task(recv).match;
-    if (send < 0 || comm[static_cast<size_t>(send)] == nullptr) return;
-    private_links->Add(comm[static_cast<size_t>(send)]->plan, s.task(send).stream, s.DevicesOf(send), s.task(recv).stream,
-                       s.DevicesOf(recv));
-  };
-  for (TaskId t = 0; t < static_cast<TaskId>(n); ++t) {
-    const Task& task = s.task(t);
-    switch (task.kind) {
-      case TaskKind::kCompute:
-      case TaskKind::kKernel:
-        if (absl::Status st = ComputeCost(s, t, model, cluster, dm); !st.ok()) return st;
-        break;
-      case TaskKind::kSend:
-      case TaskKind::kCollective:
-      case TaskKind::kCopy:
-        if (free_communication) break;
-        if (absl::Status st = CommCost(s, t, cluster, collective); !st.ok()) return st;
-        if (private_links != nullptr && task.kind != TaskKind::kSend) {
-          private_links->Add(comm[static_cast<size_t>(t)]->plan, task.stream, s.DevicesOf(t));
-        }
-        break;
-      case TaskKind::kRecv:
-        if (private_links == nullptr || free_communication) break;
-        if (task.match > t) {
-          early_receives.push_back(t);
-        } else {
-          transfer(t);
-        }
-        break;
-    }
+}
+
+absl::Status TaskCosts::Cost(TaskId t, const PlannedComm*& plan, const PlannedComm* send_plan) {
+  const Schedule& s = *s_;
+  const Task& task = s.task(t);
+  plan = nullptr;
+  switch (task.kind) {
+    case TaskKind::kCompute:
+    case TaskKind::kKernel:
+      return ComputeCost(s, t, *model_, *cluster_, *dm_);
+    case TaskKind::kSend:
+    case TaskKind::kCollective:
+    case TaskKind::kCopy:
+      if (free_) return absl::OkStatus();
+      TESTBED_RETURN_IF_ERROR(CommCost(s, t, *cluster_, *collective_, plan));
+      if (private_ != nullptr && task.kind != TaskKind::kSend) private_->Add(plan->plan, task.stream, s.DevicesOf(t));
+      return absl::OkStatus();
+    case TaskKind::kRecv:
+      if (private_ == nullptr || free_) return absl::OkStatus();
+      // A send's transfer holds its receive's stream too: told at the receive, or at End for
+      // a receive added before its send.
+      if (task.match > t) {
+        early_receives_.push_back(t);
+      } else {
+        AddTransfer(t, send_plan);
+      }
+      return absl::OkStatus();
   }
-  for (TaskId recv : early_receives) transfer(recv);
   return absl::OkStatus();
+}
+
+void TaskCosts::End(absl::FunctionRef<const PlannedComm*(TaskId send)> plan_of) {
+  for (TaskId recv : early_receives_) AddTransfer(recv, plan_of(s_->task(recv).match));
+  early_receives_.clear();
+}
+
+void TaskCosts::AddTransfer(TaskId recv, const PlannedComm* send_plan) {
+  const Schedule& s = *s_;
+  const TaskId send = s.task(recv).match;
+  if (send < 0 || send_plan == nullptr) return;
+  private_->Add(send_plan->plan, s.task(send).stream, s.DevicesOf(send), s.task(recv).stream, s.DevicesOf(recv));
 }
 
 absl::Status TaskCosts::ComputeCost(const Schedule& s, TaskId t, const ModelGraph& model, const Cluster& cluster,
@@ -129,7 +156,8 @@ absl::Status TaskCosts::ComputeCost(const Schedule& s, TaskId t, const ModelGrap
   return absl::OkStatus();
 }
 
-absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& cluster, const Collective& collective) {
+absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& cluster, const Collective& collective,
+                                 const PlannedComm*& out) {
   const Task& task = s.task(t);
   const bool p2p = task.kind == TaskKind::kSend;
   const bool copy = task.kind == TaskKind::kCopy;
@@ -144,7 +172,7 @@ absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& clu
     recent = &recent_device_[static_cast<size_t>(task.device)];
   }
   if (recent != nullptr && recent->plan != nullptr && recent->key == key) {
-    comm[static_cast<size_t>(t)] = recent->plan;
+    out = recent->plan;
     return absl::OkStatus();
   }
   auto it = plans_.find(key);
@@ -172,7 +200,7 @@ absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& clu
     }
     it = plans_.emplace(key, std::make_unique<PlannedComm>(PlannedComm{std::move(*plan)})).first;
   }
-  comm[static_cast<size_t>(t)] = it->second.get();
+  out = it->second.get();
   if (recent != nullptr) *recent = Recent{key, it->second.get()};
   return absl::OkStatus();
 }

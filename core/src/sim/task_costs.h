@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "sim/private_links.h"
 #include "testbed/cluster.h"
@@ -52,13 +53,24 @@ struct PlannedComm {
 
 struct TaskCosts {
   std::vector<double> duration;           // compute and kernel tasks, on their own
-  std::vector<const PlannedComm*> comm;   // sends, collectives, copies (null: free)
+  std::vector<const PlannedComm*> comm;   // sends, collectives, copies (null: free); Prepare only
 
-  // Fills every vector for `schedule`, and tells `private_links` (when given) every transfer
+  // Fills both vectors for `schedule`, and tells `private_links` (when given) every transfer
   // on its streams. Errors name the task whose model failed.
   [[nodiscard]] absl::Status Prepare(const Schedule& schedule, const ModelGraph& model, const Cluster& cluster,
                                      const DeviceModel& device_model, const Collective& collective,
                                      bool free_communication, PrivateLinks* private_links = nullptr);
+
+  // The same, a task at a time, for a caller that walks the tasks itself and keeps the plans
+  // (`comm` stays empty): Begin; then Cost for every task in id order, giving its plan (null
+  // for compute and kernel tasks, receives and free transfers); then End. A receive's Cost
+  // takes its send's plan when the send came before it; End takes every send's plan for
+  // the receives that came before their sends. The arguments of Begin must outlive End.
+  void Begin(const Schedule& schedule, const ModelGraph& model, const Cluster& cluster,
+             const DeviceModel& device_model, const Collective& collective, bool free_communication,
+             PrivateLinks* private_links);
+  [[nodiscard]] absl::Status Cost(TaskId t, const PlannedComm*& plan, const PlannedComm* send_plan = nullptr);
+  void End(absl::FunctionRef<const PlannedComm*(TaskId send)> plan_of);
 
   // Marks each plan of one phase whose transfer time `fixed(phase)` gives (a double, or
   // nullopt where others can change it) as PlannedComm::fixed.
@@ -75,7 +87,21 @@ struct TaskCosts {
  private:
   absl::Status ComputeCost(const Schedule& s, TaskId t, const ModelGraph& model, const Cluster& cluster,
                            const DeviceModel& dm);
-  absl::Status CommCost(const Schedule& s, TaskId t, const Cluster& cluster, const Collective& collective);
+  absl::Status CommCost(const Schedule& s, TaskId t, const Cluster& cluster, const Collective& collective,
+                        const PlannedComm*& plan);
+  // A receive and its send's plan: the transfer holds the receive's stream too.
+  void AddTransfer(TaskId recv, const PlannedComm* send_plan);
+
+  // What Begin was given.
+  const Schedule* s_ = nullptr;
+  const ModelGraph* model_ = nullptr;
+  const Cluster* cluster_ = nullptr;
+  const DeviceModel* dm_ = nullptr;
+  const Collective* collective_ = nullptr;
+  bool free_ = false;
+  PrivateLinks* private_ = nullptr;
+  // Receives added before their sends, told to the private links at End.
+  std::vector<TaskId> early_receives_;
 
   // Seconds per (work, device type, phase) and (work, device type); NaN until computed.
   std::vector<double> compute_cache_, kernel_cache_;
