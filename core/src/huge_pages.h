@@ -19,10 +19,10 @@ void AdviseHugePages(const void* data, std::size_t bytes) noexcept;
 // v.reserve(n), with huge pages asked for over a new buffer before anything is written there:
 // the elements move into it after the advice (a plain reserve would copy them first, and
 // fault in their part of the buffer in small pages).
-template <typename T>
-void ReserveHuge(std::vector<T>& v, std::size_t n) {
+template <typename T, typename A>
+void ReserveHuge(std::vector<T, A>& v, std::size_t n) {
   if (n <= v.capacity()) return;
-  std::vector<T> fresh;
+  std::vector<T, A> fresh;
   fresh.reserve(n);
   AdviseHugePages(fresh.data(), fresh.capacity() * sizeof(T));
   fresh.insert(fresh.end(), std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
@@ -32,8 +32,8 @@ void ReserveHuge(std::vector<T>& v, std::size_t n) {
 // Room for `extra` more elements (a vector filled by appending). Past 64 Ki elements a full
 // vector grows fourfold instead of twofold: a large one is copied and faulted in a third as
 // often, and the room it does not fill is address space never touched.
-template <typename T>
-void GrowHuge(std::vector<T>& v, std::size_t extra) {
+template <typename T, typename A>
+void GrowHuge(std::vector<T, A>& v, std::size_t extra) {
   if (v.size() + extra <= v.capacity()) return;
   const std::size_t factor = v.capacity() >= (std::size_t{1} << 16) ? 4 : 2;
   const std::size_t grown = v.capacity() * factor;
@@ -41,10 +41,10 @@ void GrowHuge(std::vector<T>& v, std::size_t extra) {
 }
 
 // v.assign(n, value) into a buffer that had huge pages asked for before it was filled.
-template <typename T>
-void AssignHuge(std::vector<T>& v, std::size_t n, const T& value) {
+template <typename T, typename A>
+void AssignHuge(std::vector<T, A>& v, std::size_t n, const T& value) {
   if (n > v.capacity()) {
-    std::vector<T>().swap(v);
+    std::vector<T, A>().swap(v);
     ReserveHuge(v, n);
   }
   v.assign(n, value);

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "testbed/kept_blocks.h"
 
 namespace testbed {
 
@@ -35,8 +36,11 @@ namespace testbed {
 
 [[nodiscard]] inline double MemoryAllowanceBytes(double configured_bytes = 0) noexcept {
   if (configured_bytes > 0) return configured_bytes;
+  // Free memory, and what this process keeps for reuse (testbed/kept_blocks.h).
   const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  double limit = pages > 0 && page > 0 ? 0.5 * static_cast<double>(pages) * static_cast<double>(page) : 0;
+  double limit = pages > 0 && page > 0
+                     ? 0.5 * (static_cast<double>(pages) * static_cast<double>(page) + static_cast<double>(KeptBlockBytes()))
+                     : 0;
   rlimit as{};
   if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
     const double cap = 0.5 * static_cast<double>(as.rlim_cur);

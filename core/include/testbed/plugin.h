@@ -32,7 +32,9 @@ namespace testbed {
 //     PlanningContext::collective.
 // 11: Phase is one byte and Task::work comes before Task::bytes (a task is 72 bytes, not 88);
 //     Schedule::AppendCopies.
-inline constexpr std::uint32_t kAbiVersion = 11;
+// 12: a schedule's large arrays come from testbed/kept_blocks.h (Schedule::tasks() is a
+//     span), Schedule::micro_batch_ids and chunk_ids.
+inline constexpr std::uint32_t kAbiVersion = 12;
 
 // The build identity of this compilation (testbed/build_identity.h).
 inline constexpr const char* kBuildIdentity = TESTBED_BUILD_IDENTITY;

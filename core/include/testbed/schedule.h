@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "testbed/cluster.h"
 #include "testbed/device_model.h"
+#include "testbed/kept_blocks.h"
 
 namespace testbed {
 
@@ -226,7 +227,7 @@ class Schedule {
   [[nodiscard]] int num_devices() const noexcept { return static_cast<int>(order_.size()); }
   [[nodiscard]] std::size_t size() const noexcept { return tasks_.size(); }
   [[nodiscard]] const Task& task(TaskId id) const { return tasks_[static_cast<size_t>(id)]; }
-  [[nodiscard]] const std::vector<Task>& tasks() const noexcept { return tasks_; }
+  [[nodiscard]] std::span<const Task> tasks() const noexcept { return tasks_; }
   [[nodiscard]] std::span<const TaskId> deps(TaskId id) const;
   [[nodiscard]] const std::vector<std::vector<DeviceId>>& groups() const noexcept { return groups_; }
   [[nodiscard]] const std::vector<ComputeWork>& compute_work() const noexcept { return compute_; }
@@ -283,11 +284,11 @@ class Schedule {
   std::int32_t Intern(std::vector<W>& table, std::unordered_map<std::size_t, std::vector<std::int32_t>>& index,
                       std::size_t hash, const W& w);
 
-  std::vector<Task> tasks_;
+  std::vector<Task, BlockAllocator<Task>> tasks_;  // kept for the next schedule when freed
   // Dependencies in CSR form (tasks are added in order with their dependencies); those
   // added later by AddDep wait in extra_deps_ until the next read compacts them in.
-  mutable std::vector<std::int64_t> dep_begin_ = {0};
-  mutable std::vector<TaskId> deps_;
+  mutable std::vector<std::int64_t, BlockAllocator<std::int64_t>> dep_begin_ = {0};
+  mutable std::vector<TaskId, BlockAllocator<TaskId>> deps_;
   mutable std::vector<std::pair<TaskId, TaskId>> extra_deps_;
   // The first read after an AddDep compacts; several threads may read at once (the
   // executor's ranks share one schedule), so the compaction runs once, under a lock.

@@ -16,6 +16,7 @@
 #include "engine/planning_chain.h"
 #include "engine/stage_costs.h"
 #include "memory_budget.h"
+#include "testbed/kept_blocks.h"
 #include "sim/sim_report.h"
 #include "sim/task_costs.h"
 #include "sim/workload_run.h"
@@ -32,6 +33,9 @@ absl::StatusOr<RunOutput> SimulatePlan(const Plan& plan, const ModelGraph& model
                                        const TrainSettings& train, DeviceModel& device_model, Collective& collective,
                                        Scheduler& scheduler, const SimSettings& settings, bool with_tables) {
   TESTBED_RETURN_IF_ERROR(plan.Validate(static_cast<int>(model.layers.size()), cluster));
+  // Blocks kept from earlier work go back to the kernel first: what this run adds is
+  // measured from memory in use only.
+  ReleaseKeptBlocks();
   const double resident_before = ResidentMiB();
   const auto t0 = std::chrono::steady_clock::now();
   SchedulingContext sctx{model, cluster, plan, train, device_model, settings.compression, settings.inputs,

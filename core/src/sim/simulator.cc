@@ -553,7 +553,7 @@ class Engine {
   std::uint32_t seq_ = 0;
   absl::Status error_;
   sim::EventQueue<Event> events_;
-  std::vector<Ctl> ctl_;
+  std::vector<Ctl, BlockAllocator<Ctl>> ctl_;
   std::vector<double> start_, end_;  // start_ holds each task's duration until it starts
   std::vector<std::uint16_t> iteration_;  // Task::iteration, where every one fits
   // Dependents of the tasks with several (Ctl::kManyNext): row r's at [many_[r], many_[r + 1]).

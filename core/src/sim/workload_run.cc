@@ -9,6 +9,7 @@
 #include "chakra/astra_text.h"
 #include "chakra/et_io.h"
 #include "memory_budget.h"
+#include "testbed/kept_blocks.h"
 #include "sim/sim_report.h"
 #include "testbed/status_macros.h"
 
@@ -107,6 +108,9 @@ absl::StatusOr<chakra::ImportedWorkload> LoadWorkload(const ResolvedRun& run) {
 }
 
 absl::StatusOr<RunOutput> SimulateWorkload(const ResolvedRun& run, SimRun& p) {
+  // Blocks kept from earlier work go back to the kernel first: what this run adds is
+  // measured from memory in use only.
+  ReleaseKeptBlocks();
   const double resident_before = ResidentMiB();
   const auto t0 = std::chrono::steady_clock::now();
   TESTBED_ASSIGN_OR_RETURN(chakra::ImportedWorkload w, LoadWorkload(run));
