@@ -37,6 +37,7 @@ void TaskCosts::Begin(const Schedule& s, const ModelGraph& model, const Cluster&
   free_ = free_communication;
   private_ = private_links;
   early_receives_.clear();
+  told_plan_ = nullptr;
   comm.clear();
   AssignHuge(duration, s.size(), 0.0);
   specs_ = std::max<size_t>(1, cluster.device_specs().size());
@@ -69,7 +70,14 @@ absl::Status TaskCosts::Cost(TaskId t, const PlannedComm*& plan, const PlannedCo
     case TaskKind::kCopy:
       if (free_) return absl::OkStatus();
       TESTBED_RETURN_IF_ERROR(CommCost(s, t, *cluster_, *collective_, plan));
-      if (private_ != nullptr && task.kind != TaskKind::kSend) private_->Add(plan->plan, task.stream, s.DevicesOf(t));
+      // A plan stands for its group (or device): the same plan on the same stream as the last
+      // one told holds the same links from the same orders, and telling it again changes
+      // nothing (PrivateLinks::Add is idempotent).
+      if (private_ != nullptr && task.kind != TaskKind::kSend && (plan != told_plan_ || task.stream != told_stream_)) {
+        private_->Add(plan->plan, task.stream, s.DevicesOf(t));
+        told_plan_ = plan;
+        told_stream_ = task.stream;
+      }
       return absl::OkStatus();
     case TaskKind::kRecv:
       if (private_ == nullptr || free_) return absl::OkStatus();

@@ -102,6 +102,9 @@ struct TaskCosts {
   PrivateLinks* private_ = nullptr;
   // Receives added before their sends, told to the private links at End.
   std::vector<TaskId> early_receives_;
+  // The last plan of a collective or copy told to the private links, and its stream.
+  const PlannedComm* told_plan_ = nullptr;
+  std::uint8_t told_stream_ = 0;
 
   // Seconds per (work, device type, phase) and (work, device type); NaN until computed.
   std::vector<double> compute_cache_, kernel_cache_;
