@@ -168,6 +168,7 @@ TaskId Schedule::Add(const Task& task, std::span<const TaskId> deps) {
 
 void Schedule::AddDep(TaskId task, TaskId on) {
   extra_deps_.emplace_back(task, on);
+  ++edits_;
   compaction_.pending.store(true, std::memory_order_release);
 }
 

@@ -8,41 +8,28 @@
 
 namespace testbed {
 
-bool Schedule::AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> to_device,
-                            std::span<const std::int32_t> to_group, absl::FunctionRef<void(Task&)> edit) {
-  if (begin < 0 || end < begin || static_cast<size_t>(end) > tasks_.size()) return false;
-  Compact();
-  const TaskId offset = static_cast<TaskId>(tasks_.size()) - begin;
-  // The (device, stream) lists the part's tasks join, each found at its first task, with the
-  // list of the copy: work in proportion to the part, not to the schedule or the cluster.
-  struct List {
-    DeviceId from, to;
-    std::uint8_t stream;
-  };
-  std::vector<List> lists;
+// What a part is, for its copies: the (device, stream) lists its tasks fill, the devices
+// it sends to, the groups its gangs and collectives run on, its dependency count. False
+// where it is not a part AppendCopies can copy whatever the devices it goes to.
+bool Schedule::CheckCopyPart(TaskId begin, TaskId end, CopyPart& part) const {
+  part = CopyPart{};
   auto use = [&](DeviceId d, TaskId t, std::uint8_t stream) {
-    if (d < 0 || static_cast<size_t>(d) >= order_.size() || static_cast<size_t>(d) >= to_device.size()) return false;
-    const DeviceId to = to_device[static_cast<size_t>(d)];
-    if (to < 0 || static_cast<size_t>(to) >= order_.size()) return false;
-    const std::vector<TaskId>& from = order_[static_cast<size_t>(d)][stream];
+    if (d < 0 || static_cast<size_t>(d) >= order_.size()) return false;
+    const auto& streams = order_[static_cast<size_t>(d)];
+    if (stream >= streams.size() || streams[stream].empty()) return false;
+    const std::vector<TaskId>& from = streams[stream];
     if (from.front() != t) return from.front() >= begin;  // a later task of a list seen (or one begun before)
     if (from.back() >= end) return false;  // the device has tasks after the part
-    lists.push_back({d, to, stream});
+    part.lists.push_back({d, stream});
     return true;
   };
-  size_t dep_count = 0;
   for (TaskId t = begin; t < end; ++t) {
     const Task& task = tasks_[static_cast<size_t>(t)];
     if (task.device >= 0 && !use(task.device, t, task.stream)) return false;
-    if (task.peer >= 0 && (task.peer >= static_cast<DeviceId>(to_device.size()) || to_device[static_cast<size_t>(task.peer)] < 0)) {
-      return false;
-    }
+    if (task.peer >= 0) part.peers.push_back(task.peer);
     if (task.device < 0 && task.group >= 0) {
-      if (static_cast<size_t>(task.group) >= groups_.size() || static_cast<size_t>(task.group) >= to_group.size() ||
-          to_group[static_cast<size_t>(task.group)] < 0 ||
-          static_cast<size_t>(to_group[static_cast<size_t>(task.group)]) >= groups_.size()) {
-        return false;
-      }
+      if (static_cast<size_t>(task.group) >= groups_.size()) return false;
+      if (part.groups.empty() || part.groups.back() != task.group) part.groups.push_back(task.group);
       for (DeviceId d : groups_[static_cast<size_t>(task.group)]) {
         if (!use(d, t, task.stream)) return false;
       }
@@ -52,12 +39,62 @@ bool Schedule::AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> 
     for (std::int64_t k = dep_begin_[i]; k < dep_begin_[i + 1]; ++k) {
       if (deps_[static_cast<size_t>(k)] < begin || deps_[static_cast<size_t>(k)] >= end) return false;
     }
-    dep_count += static_cast<size_t>(dep_begin_[i + 1] - dep_begin_[i]);
+    part.dep_count += static_cast<size_t>(dep_begin_[i + 1] - dep_begin_[i]);
   }
-  // A copy's list that is not empty, or two lists that would become one: refused.
-  for (const List& l : lists) {
-    const auto& to = order_[static_cast<size_t>(l.to)];
-    if (l.stream < to.size() && !to[l.stream].empty()) return false;
+  for (std::vector<std::int32_t>* v : {&part.peers, &part.groups}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  part.begin = begin;
+  part.end = end;
+  part.edits = edits_;
+  return true;
+}
+
+bool Schedule::AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> to_device,
+                            std::span<const std::int32_t> to_group, absl::FunctionRef<void(Task&)> edit) {
+  if (begin < 0 || end < begin || static_cast<size_t>(end) > tasks_.size()) return false;
+  Compact();
+  const TaskId offset = static_cast<TaskId>(tasks_.size()) - begin;
+  // The part as checked for the last copy serves again (the expander copies one replica
+  // many times) while no dependency or match changed and no task joined its lists since.
+  CopyPart& part = copy_part_;
+  const bool same = part.begin == begin && part.end == end && part.edits == edits_ &&
+                    std::all_of(part.lists.begin(), part.lists.end(), [&](const CopyPart::List& l) {
+                      return order_[static_cast<size_t>(l.device)][l.stream].back() < end;
+                    });
+  if (!same && !CheckCopyPart(begin, end, part)) {
+    part = CopyPart{};
+    return false;
+  }
+  // Where this copy goes: every device, peer and group the part uses mapped, onto lists that
+  // are empty and distinct.
+  auto mapped = [&](DeviceId d) {
+    if (static_cast<size_t>(d) >= to_device.size()) return false;
+    const DeviceId to = to_device[static_cast<size_t>(d)];
+    return to >= 0 && static_cast<size_t>(to) < order_.size();
+  };
+  for (DeviceId d : part.peers) {
+    if (static_cast<size_t>(d) >= to_device.size() || to_device[static_cast<size_t>(d)] < 0) return false;
+  }
+  for (std::int32_t g : part.groups) {
+    if (static_cast<size_t>(g) >= to_group.size() || to_group[static_cast<size_t>(g)] < 0 ||
+        static_cast<size_t>(to_group[static_cast<size_t>(g)]) >= groups_.size()) {
+      return false;
+    }
+  }
+  struct List {
+    DeviceId from, to;
+    std::uint8_t stream;
+  };
+  std::vector<List> lists;
+  lists.reserve(part.lists.size());
+  for (const CopyPart::List& l : part.lists) {
+    if (!mapped(l.device)) return false;
+    const DeviceId to = to_device[static_cast<size_t>(l.device)];
+    const auto& streams = order_[static_cast<size_t>(to)];
+    if (l.stream < streams.size() && !streams[l.stream].empty()) return false;
+    lists.push_back({l.device, to, l.stream});
   }
   std::sort(lists.begin(), lists.end(), [](const List& a, const List& b) {
     return a.to != b.to ? a.to < b.to : a.stream < b.stream;
@@ -65,6 +102,7 @@ bool Schedule::AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> 
   for (size_t k = 1; k < lists.size(); ++k) {
     if (lists[k].to == lists[k - 1].to && lists[k].stream == lists[k - 1].stream) return false;
   }
+  const size_t dep_count = part.dep_count;
 
   const size_t n = static_cast<size_t>(end - begin);
   GrowHuge(tasks_, n);

@@ -147,5 +147,57 @@ TEST(AppendCopies, RefusesWhatItCannotCopyWhole) {
   ExpectRefused(s, 4, 99, {4, 5, -1, -1}, {g45});
 }
 
+// The part as checked for one copy serves the next copies of the same part, until what it
+// found may have changed: each case copies once, changes the schedule, and must be refused
+// as a first copy would be.
+TEST(AppendCopies, ChecksThePartAgainWhenItMayHaveChanged) {
+  const auto fresh = [](Schedule& s) {
+    AddPair(s, 0, 1, 0, 0);
+    std::vector<std::int32_t> groups(s.groups().size(), -1);
+    groups[0] = s.Group({3, 2});
+    EXPECT_TRUE(s.AppendCopies(0, 5, std::vector<DeviceId>{3, 2, -1, -1, -1, -1, -1, -1}, groups, [](Task&) {}));
+    return s.Group({5, 4});
+  };
+  const std::vector<DeviceId> next = {5, 4, -1, -1, -1, -1, -1, -1};
+  {
+    // Unchanged: the next copy goes through.
+    Schedule s(8);
+    const std::int32_t g = fresh(s);
+    std::vector<std::int32_t> groups(s.groups().size(), -1);
+    groups[0] = g;
+    EXPECT_TRUE(s.AppendCopies(0, 5, next, groups, [](Task&) {}));
+    EXPECT_EQ(s.size(), 15u);
+  }
+  {
+    // A dependency of a task of the part on one outside it.
+    Schedule s(8);
+    const std::int32_t g = fresh(s);
+    s.AddDep(1, 7);
+    std::vector<std::int32_t> groups(s.groups().size(), -1);
+    groups[0] = g;
+    ExpectRefused(s, 0, 5, next, groups);
+  }
+  {
+    // A receive of the part paired with a send outside it.
+    Schedule s(8);
+    const std::int32_t g = fresh(s);
+    s.Link(3, 7);
+    std::vector<std::int32_t> groups(s.groups().size(), -1);
+    groups[0] = g;
+    ExpectRefused(s, 0, 5, next, groups);
+  }
+  {
+    // A task after the part on one of its devices' streams.
+    Schedule s(8);
+    const std::int32_t g = fresh(s);
+    Task later;
+    later.device = 0;
+    s.Add(later, {});
+    std::vector<std::int32_t> groups(s.groups().size(), -1);
+    groups[0] = g;
+    ExpectRefused(s, 0, 5, next, groups);
+  }
+}
+
 }  // namespace
 }  // namespace testbed

@@ -211,7 +211,10 @@ class Schedule {
   // Adds a dependency of `task` on `on` (both already added).
   void AddDep(TaskId task, TaskId on);
   // Pairs a receive with its send (sets the receive's `match`).
-  void Link(TaskId recv, TaskId send) { tasks_[static_cast<size_t>(recv)].match = send; }
+  void Link(TaskId recv, TaskId send) {
+    tasks_[static_cast<size_t>(recv)].match = send;
+    ++edits_;
+  }
   // Sets a task's Task::priority (how urgent its transfers are where links are shared).
   void SetPriority(TaskId task, std::uint8_t priority) { tasks_[static_cast<size_t>(task)].priority = priority; }
   // Interns a device group (members in rank order) and returns its index.
@@ -303,6 +306,23 @@ class Schedule {
     }
   };
   mutable CompactionGuard compaction_;
+  // What AppendCopies found checking its last part (CheckCopyPart), kept for the next copy
+  // of the same part while `edits` (AddDep and Link calls) is unchanged.
+  struct CopyPart {
+    struct List {
+      DeviceId device;
+      std::uint8_t stream;
+    };
+    TaskId begin = -1, end = -1;
+    std::uint64_t edits = 0;
+    std::size_t dep_count = 0;
+    std::vector<List> lists;            // the (device, stream) lists its tasks fill
+    std::vector<DeviceId> peers;        // devices its transfers go to or come from
+    std::vector<std::int32_t> groups;   // groups its gangs and collectives run on
+  };
+  [[nodiscard]] bool CheckCopyPart(TaskId begin, TaskId end, CopyPart& part) const;
+  CopyPart copy_part_;
+  std::uint64_t edits_ = 0;
   std::vector<std::vector<DeviceId>> groups_;
   std::vector<std::vector<std::vector<TaskId>>> order_;  // [device][stream] -> tasks
   std::vector<ComputeWork> compute_;
