@@ -203,12 +203,6 @@ void Schedule::Compact() const {
   compaction_.pending.store(false, std::memory_order_release);
 }
 
-std::span<const TaskId> Schedule::deps(TaskId id) const {
-  Compact();
-  const size_t i = static_cast<size_t>(id);
-  return {deps_.data() + dep_begin_[i], static_cast<size_t>(dep_begin_[i + 1] - dep_begin_[i])};
-}
-
 std::int32_t Schedule::Group(const std::vector<DeviceId>& members) {
   // Groups are few (one per TP/DP/PP group); a linear scan from the back finds repeats fast
   // because builders ask for the same group many times in a row.

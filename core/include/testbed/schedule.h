@@ -231,7 +231,11 @@ class Schedule {
   [[nodiscard]] std::size_t size() const noexcept { return tasks_.size(); }
   [[nodiscard]] const Task& task(TaskId id) const { return tasks_[static_cast<size_t>(id)]; }
   [[nodiscard]] std::span<const Task> tasks() const noexcept { return tasks_; }
-  [[nodiscard]] std::span<const TaskId> deps(TaskId id) const;
+  [[nodiscard]] std::span<const TaskId> deps(TaskId id) const {
+    if (compaction_.pending.load(std::memory_order_acquire)) Compact();
+    const size_t i = static_cast<size_t>(id);
+    return {deps_.data() + dep_begin_[i], static_cast<size_t>(dep_begin_[i + 1] - dep_begin_[i])};
+  }
   [[nodiscard]] const std::vector<std::vector<DeviceId>>& groups() const noexcept { return groups_; }
   [[nodiscard]] const std::vector<ComputeWork>& compute_work() const noexcept { return compute_; }
   [[nodiscard]] const std::vector<KernelWork>& kernel_work() const noexcept { return kernel_; }

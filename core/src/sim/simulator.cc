@@ -118,7 +118,9 @@ class Engine {
     const size_t n = static_cast<size_t>(n_);
     const int devices = s_.num_devices();
     // Per-task arrays are filled once, then read at random: on huge pages (huge_pages.h).
-    AssignHuge(ctl_, n, Ctl{});
+    // Each task's record is made in the main pass, not filled beforehand.
+    ctl_.clear();
+    ReserveHuge(ctl_, n);
     AssignHuge(end_, n, 0.0);
     // Per task: what starting and finishing it needs, and its arrivals (dependencies, then
     // the heads of its streams): its dependents (how many first), then its stream successors.
@@ -130,12 +132,13 @@ class Engine {
     iterations_fit_ = s_.iterations() > 1 && s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
     if (iterations_fit_) AssignHuge(iteration_, n, std::uint16_t{0});
     BeginCosts();
+    std::vector<TaskId> early_receives;  // receives added before their sends
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
       const std::span<const TaskId> deps = s_.deps(t);
       for (TaskId d : deps) ++count[static_cast<size_t>(d)];
       const Task& task = s_.task(t);
-      Ctl& c = ctl_[i];
+      Ctl& c = ctl_.emplace_back();
       const std::optional<sim::DeviceLedger::Hold> hold = ledger_.HoldOf(task);
       if (!hold) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -159,7 +162,12 @@ class Engine {
       }
       if (task.kind == TaskKind::kRecv) {
         c.ref = task.match;
-        ctl_[static_cast<size_t>(task.match)].ref = t;
+        // Its send's record, once made.
+        if (task.match >= 0 && task.match < t) {
+          ctl_[static_cast<size_t>(task.match)].ref = t;
+        } else if (task.match > t && task.match < n_) {
+          early_receives.push_back(t);
+        }
       }
       // Its cost; a communication task's plan takes the place of the hold (it has none).
       const sim::PlannedComm* plan = nullptr;
@@ -169,6 +177,8 @@ class Engine {
       TESTBED_RETURN_IF_ERROR(costs_.Cost(t, plan, send_plan));
       if (task.kind != TaskKind::kCompute && task.kind != TaskKind::kKernel) c.aux.plan = plan;
     }
+    // Sends after their receives learn them now.
+    for (TaskId recv : early_receives) ctl_[static_cast<size_t>(ctl_[static_cast<size_t>(recv)].ref)].ref = recv;
     EndCosts();
     // A task's one dependent lies in its record; several, in a CSR over the tasks with several
     // (a few in a hundred), in the order of their ids.
