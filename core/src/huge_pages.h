@@ -11,6 +11,8 @@
 #include <iterator>
 #include <vector>
 
+#include "testbed/kept_blocks.h"
+
 namespace testbed {
 
 // Asks for huge pages over the 2 MiB-aligned part of [data, data + bytes), if it holds any.
@@ -27,6 +29,9 @@ void ReserveHuge(std::vector<T, A>& v, std::size_t n) {
   AdviseHugePages(fresh.data(), fresh.capacity() * sizeof(T));
   fresh.insert(fresh.end(), std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
   v.swap(fresh);
+  // The old buffer goes back to the kernel, not to the kept blocks (testbed/kept_blocks.h).
+  DropGivenBlocks drop;
+  std::vector<T, A>().swap(fresh);
 }
 
 // Room for `extra` more elements (a vector filled by appending). Past 64 Ki elements a full

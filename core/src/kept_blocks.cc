@@ -30,6 +30,8 @@ struct Store {
   std::vector<Kept> kept;
   std::size_t bytes = 0;
 };
+thread_local int dropping = 0;  // DropGivenBlocks alive on this thread
+
 Store& TheStore() {
   static Store* store = new Store;  // never destroyed: blocks may be given back at exit
   return *store;
@@ -78,7 +80,7 @@ void* TakeBlock(std::size_t bytes) {
 void GiveBlock(void* block, std::size_t bytes) noexcept {
   if (block == nullptr) return;
   const std::size_t size = Rounded(bytes);
-  if (size > kKeptBytes) {
+  if (size > kKeptBytes || dropping > 0) {
     UnmapBlock(block, size);
     return;
   }
@@ -99,6 +101,9 @@ void GiveBlock(void* block, std::size_t bytes) noexcept {
   }
   for (std::size_t k = 0; k < drop; ++k) UnmapBlock(dropped[k].block, dropped[k].bytes);
 }
+
+DropGivenBlocks::DropGivenBlocks() noexcept { ++dropping; }
+DropGivenBlocks::~DropGivenBlocks() { --dropping; }
 
 void ReleaseKeptBlocks() noexcept {
   std::vector<Kept> all;

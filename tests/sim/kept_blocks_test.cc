@@ -2,6 +2,8 @@
 // buffer of the same size, aligned to 2 MiB, and no more are kept than the limits allow.
 #include "testbed/kept_blocks.h"
 
+#include "huge_pages.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -71,6 +73,27 @@ TEST(KeptBlocks, VectorsOfAnySizeBehaveAsWithTheStandardAllocator) {
   std::vector<std::int64_t, BlockAllocator<std::int64_t>> again;
   again.reserve(capacity);
   EXPECT_EQ(again.data(), where);
+  ReleaseKeptBlocks();
+}
+
+// A growing vector's old buffer goes back to the kernel (keeping it would add its size to the
+// process's peak while the larger one is in use); what the vector holds at the end is kept.
+TEST(KeptBlocks, AGrowingVectorsOldBuffersAreNotKept) {
+  ReleaseKeptBlocks();
+  {
+    DropGivenBlocks drop;
+    GiveBlock(TakeBlock(6 * kMiB), 6 * kMiB);
+    EXPECT_EQ(KeptBlockBytes(), 0u);
+  }
+  std::vector<std::int64_t, BlockAllocator<std::int64_t>> v;
+  for (std::int64_t k = 0; k < 2'000'000; ++k) {
+    GrowHuge(v, 1);
+    v.push_back(k);
+  }
+  EXPECT_EQ(KeptBlockBytes(), 0u);  // every smaller buffer was dropped on the way
+  const std::size_t bytes = v.capacity() * sizeof(std::int64_t);
+  decltype(v)().swap(v);
+  EXPECT_EQ(KeptBlockBytes(), (bytes + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB));
   ReleaseKeptBlocks();
 }
 

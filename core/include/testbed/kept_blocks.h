@@ -25,6 +25,16 @@ inline constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
 void GiveBlock(void* block, std::size_t bytes) noexcept;
 // Unmaps every kept block.
 void ReleaseKeptBlocks() noexcept;
+// While one lives on this thread, blocks given back are unmapped, not kept: the buffer a
+// growing vector leaves behind is given back while the larger one is in use, and keeping
+// it would raise the process's peak by its size.
+class DropGivenBlocks {
+ public:
+  DropGivenBlocks() noexcept;
+  ~DropGivenBlocks();
+  DropGivenBlocks(const DropGivenBlocks&) = delete;
+  DropGivenBlocks& operator=(const DropGivenBlocks&) = delete;
+};
 // Bytes of the blocks kept now (memory the process holds but does not use).
 [[nodiscard]] std::size_t KeptBlockBytes() noexcept;
 

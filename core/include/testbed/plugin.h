@@ -33,7 +33,8 @@ namespace testbed {
 // 11: Phase is one byte and Task::work comes before Task::bytes (a task is 72 bytes, not 88);
 //     Schedule::AppendCopies.
 // 12: a schedule's large arrays come from testbed/kept_blocks.h (Schedule::tasks() is a
-//     span), Schedule::micro_batch_ids and chunk_ids.
+//     span), Schedule::micro_batch_ids and chunk_ids, an inline Schedule::deps, the part
+//     AppendCopies checked kept in the schedule.
 inline constexpr std::uint32_t kAbiVersion = 12;
 
 // The build identity of this compilation (testbed/build_identity.h).
