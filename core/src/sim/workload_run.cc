@@ -129,7 +129,9 @@ absl::StatusOr<RunOutput> SimulateWorkload(const ResolvedRun& run, SimRun& p) {
   SimInputs in{kNoModel, *run.cluster, *p.device_model, *p.collective};
   TESTBED_ASSIGN_OR_RETURN(SimResult r, Simulate(schedule, in, opt));
   const auto t2 = std::chrono::steady_clock::now();
-  const double resident_growth = std::max(0.0, ResidentMiB() - resident_before);
+  // Blocks kept for reuse (the engine's records, given back as it ended) are held, not used.
+  const double resident_growth =
+      std::max(0.0, ResidentMiB() - static_cast<double>(KeptBlockBytes()) / 1048576.0 - resident_before);
 
   // Rank r on device r, each its own replica of one stage: the report's placement.
   Plan plan;
