@@ -2,6 +2,8 @@
 // devices; and every refusal adds nothing.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "testbed/schedule.h"
 
 namespace testbed {
@@ -151,51 +153,40 @@ TEST(AppendCopies, RefusesWhatItCannotCopyWhole) {
 // found may have changed: each case copies once, changes the schedule, and must be refused
 // as a first copy would be.
 TEST(AppendCopies, ChecksThePartAgainWhenItMayHaveChanged) {
-  const auto fresh = [](Schedule& s) {
-    AddPair(s, 0, 1, 0, 0);
-    std::vector<std::int32_t> groups(s.groups().size(), -1);
-    groups[0] = s.Group({3, 2});
-    EXPECT_TRUE(s.AppendCopies(0, 5, std::vector<DeviceId>{3, 2, -1, -1, -1, -1, -1, -1}, groups, [](Task&) {}));
-    return s.Group({5, 4});
+  struct Case {
+    const char* what;
+    std::function<void(Schedule&)> change;
+    bool copies;
   };
-  const std::vector<DeviceId> next = {5, 4, -1, -1, -1, -1, -1, -1};
-  {
-    // Unchanged: the next copy goes through.
+  const std::vector<Case> cases = {
+      {"unchanged: the next copy goes through", [](Schedule&) {}, true},
+      {"a dependency of a task of the part on one outside it", [](Schedule& s) { s.AddDep(1, 7); }, false},
+      {"a receive of the part paired with a send outside it", [](Schedule& s) { s.Link(3, 7); }, false},
+      {"a task after the part on one of its devices' streams",
+       [](Schedule& s) {
+         Task later;
+         later.device = 0;
+         s.Add(later, {});
+       },
+       false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
     Schedule s(8);
-    const std::int32_t g = fresh(s);
-    std::vector<std::int32_t> groups(s.groups().size(), -1);
-    groups[0] = g;
-    EXPECT_TRUE(s.AppendCopies(0, 5, next, groups, [](Task&) {}));
-    EXPECT_EQ(s.size(), 15u);
-  }
-  {
-    // A dependency of a task of the part on one outside it.
-    Schedule s(8);
-    const std::int32_t g = fresh(s);
-    s.AddDep(1, 7);
-    std::vector<std::int32_t> groups(s.groups().size(), -1);
-    groups[0] = g;
-    ExpectRefused(s, 0, 5, next, groups);
-  }
-  {
-    // A receive of the part paired with a send outside it.
-    Schedule s(8);
-    const std::int32_t g = fresh(s);
-    s.Link(3, 7);
-    std::vector<std::int32_t> groups(s.groups().size(), -1);
-    groups[0] = g;
-    ExpectRefused(s, 0, 5, next, groups);
-  }
-  {
-    // A task after the part on one of its devices' streams.
-    Schedule s(8);
-    const std::int32_t g = fresh(s);
-    Task later;
-    later.device = 0;
-    s.Add(later, {});
-    std::vector<std::int32_t> groups(s.groups().size(), -1);
-    groups[0] = g;
-    ExpectRefused(s, 0, 5, next, groups);
+    AddPair(s, 0, 1, 0, 0);
+    std::vector<std::int32_t> first(s.groups().size(), -1);
+    first[0] = s.Group({3, 2});
+    ASSERT_TRUE(s.AppendCopies(0, 5, std::vector<DeviceId>{3, 2, -1, -1, -1, -1, -1, -1}, first, [](Task&) {}));
+    std::vector<std::int32_t> groups(s.groups().size() + 1, -1);
+    groups[0] = s.Group({5, 4});
+    c.change(s);
+    const std::vector<DeviceId> next = {5, 4, -1, -1, -1, -1, -1, -1};
+    if (c.copies) {
+      EXPECT_TRUE(s.AppendCopies(0, 5, next, groups, [](Task&) {}));
+      EXPECT_EQ(s.size(), 15u);
+    } else {
+      ExpectRefused(s, 0, 5, next, groups);
+    }
   }
 }
 
