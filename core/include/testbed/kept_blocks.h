@@ -4,9 +4,11 @@
 // for the next buffer of the same size instead of going back to the kernel, which would
 // otherwise hand out fresh pages and clear each of them on first touch.
 //
-// At most kKeptBlocks blocks and kKeptBytes bytes are kept (the most recently freed first);
-// ReleaseKeptBlocks returns them all to the kernel. Buffers under kBlockBytes come from the
-// ordinary allocator. Where blocks cannot be mapped (not Linux), every buffer does.
+// At most kKeptBlocks blocks and kKeptBytes bytes are kept (past either limit the oldest go
+// back first), and a block given back under DropGivenBlocks (the buffer a growing vector
+// leaves behind) is never kept; ReleaseKeptBlocks returns them all to the kernel. Buffers
+// under kBlockBytes come from the ordinary allocator. Where blocks cannot be mapped (not
+// Linux), they come from aligned operator new and are kept the same way.
 #pragma once
 
 #include <cstddef>
