@@ -49,7 +49,10 @@ void GrowHuge(std::vector<T, A>& v, std::size_t extra) {
 template <typename T, typename A>
 void AssignHuge(std::vector<T, A>& v, std::size_t n, const T& value) {
   if (n > v.capacity()) {
-    std::vector<T, A>().swap(v);
+    {
+      DropGivenBlocks drop;  // as ReserveHuge's old buffer
+      std::vector<T, A>().swap(v);
+    }
     ReserveHuge(v, n);
   }
   v.assign(n, value);

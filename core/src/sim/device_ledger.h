@@ -47,7 +47,7 @@ class DeviceLedger {
                 static_cast<std::int8_t>(task.phase == Phase::kForward ? 1 : -1)};
   }
 
-  // Compute (or a kernel) starts on `devs` (one device, or a gang's members), adding `bytes`
+  // Compute (or a kernel) starts at `where` (one device, or a gang's members), adding `bytes`
   // of memory on each; a forward compute task's (chunk, micro-batch) holds activations from
   // then on.
   void StartCompute(std::int32_t where, double bytes, Hold hold, double now) {

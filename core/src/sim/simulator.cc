@@ -47,7 +47,7 @@ class Engine {
     static constexpr std::uint8_t kCheckpoint = 1, kHasMore = 2, kFixed = 4, kStarted = 8, kHoldUp = 16,
                                   kHoldDown = 32, kOneNext = 64, kManyNext = 128;
     // A compute task's sim::DeviceLedger::Hold (key and layers); a communication task's plan
-    // (TaskCosts::comm, null: free).
+    // (from TaskCosts::Cost, null: free).
     union Aux {
       struct Hold {
         std::uint32_t key;
@@ -132,6 +132,7 @@ class Engine {
     iterations_fit_ = s_.iterations() > 1 && s_.iterations() <= std::numeric_limits<std::uint16_t>::max();
     if (iterations_fit_) AssignHuge(iteration_, n, std::uint16_t{0});
     BeginCosts();
+    const auto plan_of = [this](TaskId send) { return ctl_[static_cast<size_t>(send)].aux.plan; };
     std::vector<TaskId> early_receives;  // receives added before their sends
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
@@ -171,15 +172,12 @@ class Engine {
       }
       // Its cost; a communication task's plan takes the place of the hold (it has none).
       const sim::PlannedComm* plan = nullptr;
-      const sim::PlannedComm* send_plan = task.kind == TaskKind::kRecv && task.match >= 0 && task.match < t
-                                              ? ctl_[static_cast<size_t>(task.match)].aux.plan
-                                              : nullptr;
-      TESTBED_RETURN_IF_ERROR(costs_.Cost(t, plan, send_plan));
+      TESTBED_RETURN_IF_ERROR(costs_.Cost(t, plan, plan_of));
       if (task.kind != TaskKind::kCompute && task.kind != TaskKind::kKernel) c.aux.plan = plan;
     }
     // Sends after their receives learn them now.
     for (TaskId recv : early_receives) ctl_[static_cast<size_t>(ctl_[static_cast<size_t>(recv)].ref)].ref = recv;
-    EndCosts();
+    EndCosts(plan_of);
     // A task's one dependent lies in its record; several, in a CSR over the tasks with several
     // (a few in a hundred), in the order of their ids.
     many_.clear();
@@ -279,8 +277,8 @@ class Engine {
     costs_.Begin(s_, in_.model, in_.cluster, in_.device_model, in_.collective, opt_.free_communication,
                  private_links_ ? &*private_links_ : nullptr);
   }
-  void EndCosts() {
-    costs_.End([this](TaskId send) { return ctl_[static_cast<size_t>(send)].aux.plan; });
+  void EndCosts(sim::TaskCosts::PlanOf plan_of) {
+    costs_.End(plan_of);
     if (private_links_) {
       flows_.SetPrivate(private_links_->Take());
       costs_.MarkFixed([this](const CommPhase& ph) { return flows_.PrivateTransferTime(ph); });

@@ -17,13 +17,9 @@ absl::Status TaskCosts::Prepare(const Schedule& s, const ModelGraph& model, cons
   Begin(s, model, cluster, dm, collective, free_communication, private_links);
   const size_t n = s.size();
   AssignHuge(comm, n, static_cast<const PlannedComm*>(nullptr));
-  for (TaskId t = 0; t < static_cast<TaskId>(n); ++t) {
-    const Task& task = s.task(t);
-    const PlannedComm* send_plan =
-        task.kind == TaskKind::kRecv && task.match >= 0 && task.match < t ? comm[static_cast<size_t>(task.match)] : nullptr;
-    TESTBED_RETURN_IF_ERROR(Cost(t, comm[static_cast<size_t>(t)], send_plan));
-  }
-  End([this](TaskId send) { return comm[static_cast<size_t>(send)]; });
+  const auto plan_of = [this](TaskId send) { return comm[static_cast<size_t>(send)]; };
+  for (TaskId t = 0; t < static_cast<TaskId>(n); ++t) TESTBED_RETURN_IF_ERROR(Cost(t, comm[static_cast<size_t>(t)], plan_of));
+  End(plan_of);
   return absl::OkStatus();
 }
 
@@ -57,19 +53,19 @@ void TaskCosts::Begin(const Schedule& s, const ModelGraph& model, const Cluster&
   }
 }
 
-absl::Status TaskCosts::Cost(TaskId t, const PlannedComm*& plan, const PlannedComm* send_plan) {
+absl::Status TaskCosts::Cost(TaskId t, const PlannedComm*& plan, PlanOf plan_of) {
   const Schedule& s = *s_;
   const Task& task = s.task(t);
   plan = nullptr;
   switch (task.kind) {
     case TaskKind::kCompute:
     case TaskKind::kKernel:
-      return ComputeCost(s, t, *model_, *cluster_, *dm_);
+      return ComputeCost(t);
     case TaskKind::kSend:
     case TaskKind::kCollective:
     case TaskKind::kCopy:
       if (free_) return absl::OkStatus();
-      TESTBED_RETURN_IF_ERROR(CommCost(s, t, *cluster_, *collective_, plan));
+      TESTBED_RETURN_IF_ERROR(CommCost(t, plan));
       // A plan stands for its group (or device): the same plan on the same stream as the last
       // one told holds the same links from the same orders, and telling it again changes
       // nothing (PrivateLinks::Add is idempotent).
@@ -85,15 +81,15 @@ absl::Status TaskCosts::Cost(TaskId t, const PlannedComm*& plan, const PlannedCo
       // a receive added before its send.
       if (task.match > t) {
         early_receives_.push_back(t);
-      } else {
-        AddTransfer(t, send_plan);
+      } else if (task.match >= 0 && task.match < t) {
+        AddTransfer(t, plan_of(task.match));
       }
       return absl::OkStatus();
   }
   return absl::OkStatus();
 }
 
-void TaskCosts::End(absl::FunctionRef<const PlannedComm*(TaskId send)> plan_of) {
+void TaskCosts::End(PlanOf plan_of) {
   for (TaskId recv : early_receives_) AddTransfer(recv, plan_of(s_->task(recv).match));
   early_receives_.clear();
 }
@@ -105,8 +101,11 @@ void TaskCosts::AddTransfer(TaskId recv, const PlannedComm* send_plan) {
   private_->Add(send_plan->plan, s.task(send).stream, s.DevicesOf(send), s.task(recv).stream, s.DevicesOf(recv));
 }
 
-absl::Status TaskCosts::ComputeCost(const Schedule& s, TaskId t, const ModelGraph& model, const Cluster& cluster,
-                                    const DeviceModel& dm) {
+absl::Status TaskCosts::ComputeCost(TaskId t) {
+  const Schedule& s = *s_;
+  const ModelGraph& model = *model_;
+  const Cluster& cluster = *cluster_;
+  const DeviceModel& dm = *dm_;
   const Task& task = s.task(t);
   const size_t i = static_cast<size_t>(t);
   auto failed = [&](const absl::Status& st) {
@@ -164,8 +163,10 @@ absl::Status TaskCosts::ComputeCost(const Schedule& s, TaskId t, const ModelGrap
   return absl::OkStatus();
 }
 
-absl::Status TaskCosts::CommCost(const Schedule& s, TaskId t, const Cluster& cluster, const Collective& collective,
-                                 const PlannedComm*& out) {
+absl::Status TaskCosts::CommCost(TaskId t, const PlannedComm*& out) {
+  const Schedule& s = *s_;
+  const Cluster& cluster = *cluster_;
+  const Collective& collective = *collective_;
   const Task& task = s.task(t);
   const bool p2p = task.kind == TaskKind::kSend;
   const bool copy = task.kind == TaskKind::kCopy;

@@ -63,14 +63,15 @@ struct TaskCosts {
 
   // The same, a task at a time, for a caller that walks the tasks itself and keeps the plans
   // (`comm` stays empty): Begin; then Cost for every task in id order, giving its plan (null
-  // for compute and kernel tasks, receives and free transfers); then End. A receive's Cost
-  // takes its send's plan when the send came before it; End takes every send's plan for
-  // the receives that came before their sends. The arguments of Begin must outlive End.
+  // for compute and kernel tasks, receives and free transfers); then End. `plan_of(send)`
+  // gives the plan Cost gave an earlier send: a receive's Cost asks for its send's when the
+  // send came before it, End for the rest. The arguments of Begin must outlive End.
+  using PlanOf = absl::FunctionRef<const PlannedComm*(TaskId send)>;
   void Begin(const Schedule& schedule, const ModelGraph& model, const Cluster& cluster,
              const DeviceModel& device_model, const Collective& collective, bool free_communication,
              PrivateLinks* private_links);
-  [[nodiscard]] absl::Status Cost(TaskId t, const PlannedComm*& plan, const PlannedComm* send_plan = nullptr);
-  void End(absl::FunctionRef<const PlannedComm*(TaskId send)> plan_of);
+  [[nodiscard]] absl::Status Cost(TaskId t, const PlannedComm*& plan, PlanOf plan_of);
+  void End(PlanOf plan_of);
 
   // Marks each plan of one phase whose transfer time `fixed(phase)` gives (a double, or
   // nullopt where others can change it) as PlannedComm::fixed.
@@ -85,10 +86,9 @@ struct TaskCosts {
   }
 
  private:
-  absl::Status ComputeCost(const Schedule& s, TaskId t, const ModelGraph& model, const Cluster& cluster,
-                           const DeviceModel& dm);
-  absl::Status CommCost(const Schedule& s, TaskId t, const Cluster& cluster, const Collective& collective,
-                        const PlannedComm*& plan);
+  // On what Begin was given.
+  absl::Status ComputeCost(TaskId t);
+  absl::Status CommCost(TaskId t, const PlannedComm*& plan);
   // A receive and its send's plan: the transfer holds the receive's stream too.
   void AddTransfer(TaskId recv, const PlannedComm* send_plan);
 
