@@ -19,6 +19,7 @@
 #include "sim/event_queue.h"
 #include "sim/link_sharing.h"
 #include "sim/private_links.h"
+#include "sim/stream_edges.h"
 #include "sim/task_costs.h"
 #include "testbed/status_macros.h"
 
@@ -134,6 +135,8 @@ class Engine {
     BeginCosts();
     const auto plan_of = [this](TaskId send) { return ctl_[static_cast<size_t>(send)].aux.plan; };
     std::vector<TaskId> early_receives;  // receives added before their sends
+    // The stream edges, found in the main pass (StreamEdges).
+    sim::StreamEdges edges(s_, ctl_);
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
       const std::span<const TaskId> deps = s_.deps(t);
@@ -174,6 +177,7 @@ class Engine {
       const sim::PlannedComm* plan = nullptr;
       TESTBED_RETURN_IF_ERROR(costs_.Cost(t, plan, plan_of));
       if (task.kind != TaskKind::kCompute && task.kind != TaskKind::kKernel) c.aux.plan = plan;
+      edges.Add(t, task);
     }
     // Sends after their receives learn them now.
     for (TaskId recv : early_receives) ctl_[static_cast<size_t>(ctl_[static_cast<size_t>(recv)].ref)].ref = recv;
@@ -207,25 +211,8 @@ class Engine {
         }
       }
     }
-    // Reaching the head of each stream: the first task of a stream arrives at the start (Run),
-    // every other when its predecessor there finishes. A task's first stream successor is
-    // kept beside it, further ones (a collective over several gangs) apart, in order.
-    // Each task's latest stream successor, in the counts' buffer (spent, and already faulted in).
-    std::vector<TaskId>& last = count;
-    last.assign(n, TaskId{-1});
     more_.clear();
-    ForStreamEdges(last, [&](TaskId b) { ++ctl_[static_cast<size_t>(b)].wait; },
-                   [&](TaskId a, TaskId b) {
-                     ++ctl_[static_cast<size_t>(b)].wait;
-                     const size_t i = static_cast<size_t>(a);
-                     if (ctl_[i].succ < 0) {
-                       ctl_[i].succ = b;
-                     } else {
-                       ctl_[i].flags |= Ctl::kHasMore;
-                       more_.emplace_back(a, b);
-                     }
-                   });
-    std::stable_sort(more_.begin(), more_.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    edges.Finish(more_);
     std::vector<std::int32_t>().swap(count);  // spent: not held while the engine runs
     if (opt_.shared_cores > 0) {
       work_left_.assign(n, 0.0);
@@ -233,39 +220,6 @@ class Engine {
     }
     contention_.Reset(devices, n, opt_.comm_compute_slowdown);
     return absl::OkStatus();
-  }
-
-  // Every stream's order: `first(b)` for the task at its head, `edge(a, b)` for each task b
-  // after a, which b's arrival follows. A task of a gang or collective usually has the same
-  // successor on every member's stream, one after another in its list of dependents: those
-  // make one edge (one arrival), which starts b at the same point among the same events as
-  // several would. `last` (one entry per task, -1) keeps each task's latest successor.
-  // A gang's members have the same list on the streams it uses: a list equal to the one of
-  // the device before on that stream has all its edges made already (its tasks are on that
-  // stream only, so nothing in between changed their latest successors), and only its head
-  // arrives once more.
-  template <typename First, typename Edge>
-  void ForStreamEdges(std::vector<TaskId>& last, First&& first, Edge&& edge) const {
-    for (DeviceId d = 0; d < s_.num_devices(); ++d) {
-      for (int st = 0; st < s_.streams_used(); ++st) {
-        const auto& order = s_.Order(d, st);
-        if (d > 0 && !order.empty() && order == s_.Order(d - 1, st)) {
-          first(order.front());
-          continue;
-        }
-        for (size_t k = 0; k < order.size(); ++k) {
-          const TaskId b = order[k];
-          if (k == 0) {
-            first(b);
-            continue;
-          }
-          const TaskId a = order[k - 1];
-          if (last[static_cast<size_t>(a)] == b) continue;
-          last[static_cast<size_t>(a)] = b;
-          edge(a, b);
-        }
-      }
-    }
   }
 
   // What every task costs (sim/task_costs.h), priced in the main pass of Prepare: Begin
