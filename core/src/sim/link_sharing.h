@@ -20,8 +20,8 @@
 // it starts and stops without the sharing bookkeeping, with the same finish time and link
 // statistics as the general path. The engine marks links private under kIncremental only, so
 // that kFull stays the former engine. A plan of one such phase does not even become an
-// activity: the engine times it when it starts (PrivateTransferTime) and books its links when
-// it ends (EndPrivate).
+// activity: the engine times it and books its links when it starts (PrivateTransferTime,
+// BookPrivate).
 #pragma once
 
 #include <cstdint>
@@ -80,13 +80,15 @@ class LinkSharing {
   // bytes in the same time whenever it runs: that time (what StartTransfer would give it),
   // so that the engine can run it without an activity. nullopt for any other phase.
   [[nodiscard]] std::optional<double> PrivateTransferTime(const CommPhase& ph) const;
-  // Such a phase ran from `start` to `now`: its links' statistics, as StartTransfer and
-  // StopTransfer keep them (nobody else holds those links meanwhile).
-  void EndPrivate(const CommPhase& ph, double start, double now) noexcept {
+  // Such a phase runs from `start` to `end`: its links' statistics, as StartTransfer and
+  // StopTransfer keep them (nobody else holds those links meanwhile), booked when it starts.
+  // Its links' one stream runs their transfers one after another, so each link's are booked
+  // in the order they end all the same, and its sums are those of booking at the end.
+  void BookPrivate(const CommPhase& ph, double start, double end) noexcept {
     for (const auto& [link, bytes] : ph.link_bytes) {
       SimLinkStats& st = stats_[static_cast<size_t>(link)];
       st.bytes += bytes;
-      st.busy_s += now - start;
+      st.busy_s += end - start;
     }
   }
   // An activity of `priority` runs without Add (a PrivateTransferTime one): sharing must

@@ -41,12 +41,11 @@ class Engine {
   // the engine never reads the schedule's tasks (72 bytes each, far apart) while it runs.
   struct Ctl {
     static constexpr std::int32_t kNowhere = sim::DeviceLedger::kNowhere;
-    // kCheckpoint: Task::checkpoint; kHasMore: more than one stream successor; kFixed: runs as
-    // a PlannedComm::fixed plan, without an activity (set when it starts); kStarted; kHoldUp,
-    // kHoldDown: its Hold's delta is +1, -1; kOneNext, kManyNext: one dependent, several
-    // (Ctl::next).
-    static constexpr std::uint8_t kCheckpoint = 1, kHasMore = 2, kFixed = 4, kStarted = 8, kHoldUp = 16,
-                                  kHoldDown = 32, kOneNext = 64, kManyNext = 128;
+    // kCheckpoint: Task::checkpoint; kHasMore: more than one stream successor; kStarted;
+    // kHoldUp, kHoldDown: its Hold's delta is +1, -1; kOneNext, kManyNext: one dependent,
+    // several (Ctl::next).
+    static constexpr std::uint8_t kCheckpoint = 1, kHasMore = 2, kStarted = 4, kHoldUp = 8, kHoldDown = 16,
+                                  kOneNext = 32, kManyNext = 64;
     // A compute task's sim::DeviceLedger::Hold (key and layers); a communication task's plan
     // (from TaskCosts::Cost, null: free).
     union Aux {
@@ -358,11 +357,12 @@ class Engine {
     }
     if (planned->fixed) {
       // No other transfer can share its links: its finish is known now (as the activity
-      // would have it: after the latency, its transfer time).
-      c.flags |= Ctl::kFixed;
+      // would have it: after the latency, its transfer time), and its links are booked now.
+      const CommPhase& ph = planned->plan.phases.front();
+      const double end = std::max(now_, now_ + ph.latency_s) + planned->transfer_s;
       flows_.NotePriority(c.priority);
-      Push(std::max(now_, now_ + planned->plan.phases.front().latency_s) + planned->transfer_s, EventKind::kTaskDone,
-           task);
+      flows_.BookPrivate(ph, now_, end);
+      Push(end, EventKind::kTaskDone, task);
       return;
     }
     StartPhase(flows_.Add(task, partner, &planned->plan, c.priority));
@@ -421,9 +421,6 @@ class Engine {
       const double bytes = MemoryOf(c).end;
       ledger_.EndCompute(c.where, bytes, HoldOf(c), now_);
     } else {
-      if ((c.flags & Ctl::kFixed) != 0) {
-        flows_.EndPrivate(c.aux.plan->plan.phases.front(), start_[static_cast<size_t>(t)], now_);
-      }
       ledger_.Comm(c.where, -1, now_);
       if (partner >= 0) ledger_.Comm(ctl_[static_cast<size_t>(partner)].where, -1, now_);
       if (contention_.on()) ForDevices(t, partner, [&](DeviceId d) { CommOn(d, -1); });
