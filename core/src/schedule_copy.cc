@@ -120,9 +120,23 @@ bool Schedule::AppendCopies(TaskId begin, TaskId end, std::span<const DeviceId> 
     chunk_ids_ = std::max(chunk_ids_, c.chunk + 1);
     streams_used_ = std::max(streams_used_, static_cast<int>(c.stream) + 1);
     tasks_.push_back(c);
-    const size_t i = static_cast<size_t>(t);
-    for (std::int64_t k = dep_begin_[i]; k < dep_begin_[i + 1]; ++k) deps_.push_back(deps_[static_cast<size_t>(k)] + offset);
-    dep_begin_.push_back(static_cast<std::int64_t>(deps_.size()));
+  }
+  // The part's dependencies are one run of deps_ (Compact above): copied whole, moved.
+  const size_t deps_from = static_cast<size_t>(dep_begin_[static_cast<size_t>(begin)]);
+  const size_t deps_at = deps_.size();
+  deps_.resize(deps_at + dep_count);
+  {
+    const TaskId* from = deps_.data() + deps_from;
+    TaskId* to = deps_.data() + deps_at;
+    for (size_t k = 0; k < dep_count; ++k) to[k] = from[k] + offset;
+  }
+  const size_t begins_at = dep_begin_.size();
+  dep_begin_.resize(begins_at + n);
+  {
+    const std::int64_t shift = static_cast<std::int64_t>(deps_at) - static_cast<std::int64_t>(deps_from);
+    const std::int64_t* from = dep_begin_.data() + begin + 1;
+    std::int64_t* to = dep_begin_.data() + begins_at;
+    for (size_t k = 0; k < n; ++k) to[k] = from[k] + shift;
   }
   // Stream lists: a device's tasks of the part are all its tasks on the stream, in order, so
   // the copy's list is the source's, moved.
