@@ -21,14 +21,16 @@
 // statistics as the general path. The engine marks links private under kIncremental only, so
 // that kFull stays the former engine. A plan of one such phase does not even become an
 // activity: the engine times it and books its links when it starts (PrivateTransferTime,
-// BookPrivate).
+// BookPrivate), once per class of links that receive the same additions (PlanPrivateBooks).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "sim/private_books.h"
 #include "sim/simulator.h"
 #include "testbed/cluster.h"
 #include "testbed/collective.h"
@@ -80,22 +82,28 @@ class LinkSharing {
   // bytes in the same time whenever it runs: that time (what StartTransfer would give it),
   // so that the engine can run it without an activity. nullopt for any other phase.
   [[nodiscard]] std::optional<double> PrivateTransferTime(const CommPhase& ph) const;
-  // Such a phase runs from `start` to `end`: its links' statistics, as StartTransfer and
-  // StopTransfer keep them (nobody else holds those links meanwhile), booked when it starts.
-  // Its links' one stream runs their transfers one after another, so each link's are booked
-  // in the order they end all the same, and its sums are those of booking at the end.
-  void BookPrivate(const CommPhase& ph, double start, double end) noexcept {
-    for (const auto& [link, bytes] : ph.link_bytes) {
-      SimLinkStats& st = stats_[static_cast<size_t>(link)];
-      st.bytes += bytes;
-      st.busy_s += end - start;
-    }
+  // Where such phases' transfers are booked (sim/private_books.h): `fixed` are those phases,
+  // `others` every other plan in use; the books of each fixed phase, in order.
+  [[nodiscard]] std::vector<PrivateBooks::Books> PlanPrivateBooks(std::span<const CommPhase* const> fixed,
+                                                                  std::span<const CommPlan* const> others) {
+    return private_books_.Plan(stats_.size(), fixed, others);
+  }
+  // A transfer of such a phase runs from `start` to `end`: its links' statistics, as
+  // StartTransfer and StopTransfer keep them (nobody else holds those links meanwhile), booked
+  // when it starts. Its links' one stream runs their transfers one after another, so each
+  // link's are booked in the order they end all the same, and its sums are those of booking
+  // at the end.
+  void BookPrivate(const PrivateBooks::Books& books, double start, double end) noexcept {
+    private_books_.Book(books, start, end, stats_);
   }
   // An activity of `priority` runs without Add (a PrivateTransferTime one): sharing must
   // still learn that priorities are in use.
   void NotePriority(std::uint8_t priority) noexcept { prioritised_ = prioritised_ || priority > 0; }
 
-  [[nodiscard]] std::vector<SimLinkStats> TakeLinkStats() { return std::move(stats_); }
+  [[nodiscard]] std::vector<SimLinkStats> TakeLinkStats() {
+    private_books_.Into(stats_);
+    return std::move(stats_);
+  }
 
  private:
   struct User {
@@ -148,6 +156,7 @@ class LinkSharing {
   std::vector<std::vector<User>> users_;
   std::vector<double> since_;                 // when the link last became busy
   std::vector<SimLinkStats> stats_;
+  PrivateBooks private_books_;
   std::vector<Activity> acts_;
   std::vector<std::int32_t> free_acts_;  // released indices, reused last in first out
   // Min-trees (leaves: each link's share / bytes, +inf for no bytes; node 1: the minimum)

@@ -235,6 +235,19 @@ class Engine {
     if (private_links_) {
       flows_.SetPrivate(private_links_->Take());
       costs_.MarkFixed([this](const CommPhase& ph) { return flows_.PrivateTransferTime(ph); });
+      std::vector<sim::PlannedComm*> fixed;
+      std::vector<const CommPhase*> phases;
+      std::vector<const CommPlan*> others;
+      costs_.ForEachPlan([&](sim::PlannedComm& p) {
+        if (p.fixed) {
+          fixed.push_back(&p);
+          phases.push_back(&p.plan.phases.front());
+        } else {
+          others.push_back(&p.plan);
+        }
+      });
+      std::vector<sim::PrivateBooks::Books> books = flows_.PlanPrivateBooks(phases, others);
+      for (size_t k = 0; k < fixed.size(); ++k) fixed[k]->books = std::move(books[k]);
       private_links_.reset();
     }
     // A task's start time takes the place of its duration when it starts: one array, read
@@ -362,7 +375,7 @@ class Engine {
       const CommPhase& ph = planned->plan.phases.front();
       const double end = std::max(now_, now_ + ph.latency_s) + planned->transfer_s;
       flows_.NotePriority(c.priority);
-      flows_.BookPrivate(ph, now_, end);
+      flows_.BookPrivate(planned->books, now_, end);
       Push(end, EventKind::kTaskDone, task);
       return;
     }

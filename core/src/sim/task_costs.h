@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "sim/private_books.h"
 #include "sim/private_links.h"
 #include "testbed/cluster.h"
 #include "testbed/collective.h"
@@ -49,6 +50,8 @@ struct PlannedComm {
   // whatever else runs (a phase over private links only: sim/private_links.h).
   bool fixed = false;
   double transfer_s = 0;
+  // Set by the engine for a fixed plan: where its transfers' link statistics are booked.
+  PrivateBooks::Books books;
 };
 
 struct TaskCosts {
@@ -83,6 +86,11 @@ struct TaskCosts {
       planned->fixed = s.has_value();
       planned->transfer_s = s.value_or(0.0);
     }
+  }
+  // Every plan made since Begin, in no particular order.
+  template <typename F>
+  void ForEachPlan(F&& f) {
+    for (auto& [key, planned] : plans_) f(*planned);
   }
 
  private:
