@@ -207,7 +207,9 @@ absl::Status TaskCosts::CommCost(TaskId t, const PlannedComm*& out) {
       return absl::Status(plan.status().code(), absl::StrCat(copy ? "copy" : "collective model", " on ", s.Describe(t), ": ",
                                                              plan.status().message()));
     }
-    it = plans_.emplace(key, std::make_unique<PlannedComm>(PlannedComm{std::move(*plan)})).first;
+    auto planned = std::make_unique<PlannedComm>();
+    planned->plan = std::move(*plan);
+    it = plans_.emplace(key, std::move(planned)).first;
   }
   out = it->second.get();
   if (recent != nullptr) *recent = Recent{key, it->second.get()};
