@@ -23,8 +23,7 @@ double CommContention::RateOf(TaskId t) const {
   return 1.0;
 }
 
-double CommContention::StartCompute(TaskId t, std::span<const DeviceId> devices, double seconds, double now) {
-  if (!on()) return now + seconds;
+double CommContention::StartSlowed(TaskId t, std::span<const DeviceId> devices, double seconds, double now) {
   const std::size_t i = static_cast<std::size_t>(t);
   where_[i].assign(devices.begin(), devices.end());
   for (DeviceId d : devices) running_[static_cast<std::size_t>(d)].push_back(t);
@@ -34,8 +33,7 @@ double CommContention::StartCompute(TaskId t, std::span<const DeviceId> devices,
   return now + seconds / rate_[i];
 }
 
-void CommContention::EndCompute(TaskId t, std::span<const DeviceId> devices) {
-  if (!on()) return;
+void CommContention::EndSlowed(TaskId t, std::span<const DeviceId> devices) {
   for (DeviceId d : devices) {
     auto& list = running_[static_cast<std::size_t>(d)];
     list.erase(std::find(list.begin(), list.end(), t));

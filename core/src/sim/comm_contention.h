@@ -21,9 +21,14 @@ class CommContention {
   void Reset(int devices, std::size_t tasks, double slowdown);
   [[nodiscard]] bool on() const noexcept { return slowdown_ > 0; }
 
-  // A compute task of `seconds` at full speed starts now on `devices`: its finish time.
-  [[nodiscard]] double StartCompute(TaskId t, std::span<const DeviceId> devices, double seconds, double now);
-  void EndCompute(TaskId t, std::span<const DeviceId> devices);
+  // A compute task of `seconds` at full speed starts now on `devices`: its finish time. Both
+  // are inline where the model is off (the engine calls them for every compute task).
+  [[nodiscard]] double StartCompute(TaskId t, std::span<const DeviceId> devices, double seconds, double now) {
+    return on() ? StartSlowed(t, devices, seconds, now) : now + seconds;
+  }
+  void EndCompute(TaskId t, std::span<const DeviceId> devices) {
+    if (on()) EndSlowed(t, devices);
+  }
 
   // Communication starts (+1) or ends (-1) on device `d`. Where that changes whether the
   // device communicates, each compute task running on it gets its new finish time through
@@ -50,6 +55,8 @@ class CommContention {
   [[nodiscard]] std::uint32_t version(TaskId t) const noexcept { return on() ? version_[static_cast<std::size_t>(t)] : 0; }
 
  private:
+  double StartSlowed(TaskId t, std::span<const DeviceId> devices, double seconds, double now);
+  void EndSlowed(TaskId t, std::span<const DeviceId> devices);
   // 1 - slowdown when any device of the task communicates, else 1.
   [[nodiscard]] double RateOf(TaskId t) const;
 

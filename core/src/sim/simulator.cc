@@ -290,9 +290,8 @@ class Engine {
       RescheduleSharing();
       return;
     }
-    // Without contention, its finish is StartCompute's without the call.
-    const double finish = contention_.on() ? contention_.StartCompute(t, DevicesOf(t), seconds, now_) : now_ + seconds;
-    Push(finish, EventKind::kTaskDone, t, contention_.version(t));
+    Push(contention_.StartCompute(t, DevicesOf(t), seconds, now_), EventKind::kTaskDone, t,
+         contention_.version(t));
   }
 
   [[nodiscard]] bool Superseded(const Event& e) const {
@@ -431,7 +430,7 @@ class Engine {
         threads_busy_ -= static_cast<int>(DevicesOf(t).size());
         RescheduleSharing();
       }
-      if (contention_.on()) contention_.EndCompute(t, DevicesOf(t));
+      contention_.EndCompute(t, DevicesOf(t));
       const double bytes = MemoryOf(c).end;
       ledger_.EndCompute(c.where, bytes, HoldOf(c), now_);
     } else {
