@@ -360,7 +360,11 @@ class Engine {
     c.flags |= Ctl::kStarted;
     start_[static_cast<size_t>(t)] = now_;
     if (c.succ >= 0) Expect(c.succ);
-    if ((c.flags & Ctl::kOneNext) != 0) Expect(c.next);
+    if ((c.flags & Ctl::kOneNext) != 0) {
+      Expect(c.next);
+    } else if ((c.flags & Ctl::kManyNext) != 0) {
+      __builtin_prefetch(&next_[static_cast<size_t>(many_[static_cast<size_t>(c.next)])]);
+    }
   }
   void Expect(TaskId t) const {
     __builtin_prefetch(&ctl_[static_cast<size_t>(t)], 1, 2);

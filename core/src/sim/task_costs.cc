@@ -180,9 +180,11 @@ absl::Status TaskCosts::CommCost(TaskId t, const PlannedComm*& out) {
   } else if ((p2p || copy) && task.device >= 0 && static_cast<size_t>(task.device) < recent_device_.size()) {
     recent = &recent_device_[static_cast<size_t>(task.device)];
   }
-  if (recent != nullptr && recent->plan != nullptr && recent->key == key) {
-    out = recent->plan;
-    return absl::OkStatus();
+  if (recent != nullptr) {
+    if (const PlannedComm* known = recent->Find(key); known != nullptr) {
+      out = known;
+      return absl::OkStatus();
+    }
   }
   auto it = plans_.find(key);
   if (it == plans_.end()) {
@@ -212,7 +214,7 @@ absl::Status TaskCosts::CommCost(TaskId t, const PlannedComm*& out) {
     it = plans_.emplace(key, std::move(planned)).first;
   }
   out = it->second.get();
-  if (recent != nullptr) *recent = Recent{key, it->second.get()};
+  if (recent != nullptr) recent->Note(key, it->second.get());
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 // model's layers and the cluster.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -140,11 +141,28 @@ struct TaskCosts {
     }
   };
   absl::flat_hash_map<PlanKey, std::unique_ptr<PlannedComm>, PlanKeyHash> plans_;
-  // The last plan looked up per group (collectives) and per device (transfers and copies):
-  // consecutive tasks of a group or device mostly repeat it, and skip the table.
+  // The last two plans looked up per group (collectives) and per device (transfers and
+  // copies), the latest first: consecutive tasks of a group mostly repeat one, and a stage's
+  // sends alternate between two (activations forward, gradients back); both skip the table.
   struct Recent {
-    PlanKey key{-3, -1, -1, -1, -1, -1, -1};
-    const PlannedComm* plan = nullptr;
+    struct Entry {
+      PlanKey key{-3, -1, -1, -1, -1, -1, -1};
+      const PlannedComm* plan = nullptr;
+    };
+    std::array<Entry, 2> entries;
+    // The plan of `key` if one of the two is it (and now the latest), else null.
+    [[nodiscard]] const PlannedComm* Find(const PlanKey& key) noexcept {
+      if (entries[0].plan != nullptr && entries[0].key == key) return entries[0].plan;
+      if (entries[1].plan != nullptr && entries[1].key == key) {
+        std::swap(entries[0], entries[1]);
+        return entries[0].plan;
+      }
+      return nullptr;
+    }
+    void Note(const PlanKey& key, const PlannedComm* plan) noexcept {
+      entries[1] = entries[0];
+      entries[0] = Entry{key, plan};
+    }
   };
   std::vector<Recent> recent_group_, recent_device_;
   std::map<LinkKinds, Cluster> views_;
