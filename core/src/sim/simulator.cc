@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "huge_pages.h"
 #include "sim/comm_contention.h"
+#include "sim/dependents.h"
 #include "sim/device_ledger.h"
 #include "sim/event_queue.h"
 #include "sim/link_sharing.h"
@@ -123,9 +124,7 @@ class Engine {
     ReserveHuge(ctl_, n);
     AssignHuge(end_, n, 0.0);
     // Per task: what starting and finishing it needs, and its arrivals (dependencies, then
-    // the heads of its streams): its dependents (how many first), then its stream successors.
-    std::vector<std::int32_t> count;
-    AssignHuge(count, n, 0);
+    // the heads of its streams): its dependents, then its stream successors.
     // The ledger's micro-batch keys need the largest micro-batch and chunk first.
     ledger_ = sim::DeviceLedger(s_, s_.micro_batch_ids(), s_.chunk_ids());
     // Each task's iteration, for when each iteration ended (Finish): not needed for one.
@@ -134,14 +133,15 @@ class Engine {
     BeginCosts();
     const auto plan_of = [this](TaskId send) { return ctl_[static_cast<size_t>(send)].aux.plan; };
     std::vector<TaskId> early_receives;  // receives added before their sends
-    // The stream edges, found in the main pass (StreamEdges).
+    // The dependents and stream edges, found in the main pass (Dependents, StreamEdges).
+    sim::Dependents dependents(ctl_);
     sim::StreamEdges edges(s_, ctl_);
     for (TaskId t = 0; t < n_; ++t) {
       const size_t i = static_cast<size_t>(t);
       const std::span<const TaskId> deps = s_.deps(t);
-      for (TaskId d : deps) ++count[static_cast<size_t>(d)];
       const Task& task = s_.task(t);
       Ctl& c = ctl_.emplace_back();
+      dependents.Add(t, deps);
       const std::optional<sim::DeviceLedger::Hold> hold = ledger_.HoldOf(task);
       if (!hold) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -181,38 +181,10 @@ class Engine {
     // Sends after their receives learn them now.
     for (TaskId recv : early_receives) ctl_[static_cast<size_t>(ctl_[static_cast<size_t>(recv)].ref)].ref = recv;
     EndCosts(plan_of);
-    // A task's one dependent lies in its record; several, in a CSR over the tasks with several
-    // (a few in a hundred), in the order of their ids.
-    many_.clear();
-    std::int32_t listed = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (count[i] == 1) {
-        ctl_[i].flags |= Ctl::kOneNext;
-      } else if (count[i] > 1) {
-        ctl_[i].flags |= Ctl::kManyNext;
-        ctl_[i].next = static_cast<std::int32_t>(many_.size());
-        many_.push_back(listed);
-        listed += count[i];
-      }
-    }
-    many_.push_back(listed);
-    next_.assign(static_cast<size_t>(listed), 0);
-    {
-      std::vector<std::int32_t> fill(many_.begin(), many_.end() - 1);
-      for (TaskId t = 0; t < n_; ++t) {
-        for (TaskId d : s_.deps(t)) {
-          Ctl& c = ctl_[static_cast<size_t>(d)];
-          if ((c.flags & Ctl::kOneNext) != 0) {
-            c.next = t;
-          } else {
-            next_[static_cast<size_t>(fill[static_cast<size_t>(c.next)]++)] = t;
-          }
-        }
-      }
-    }
+    // A task's one dependent lies in its record; several, in a CSR over the tasks with several.
+    dependents.Finish(many_, next_);
     more_.clear();
     edges.Finish(more_);
-    std::vector<std::int32_t>().swap(count);  // spent: not held while the engine runs
     if (opt_.shared_cores > 0) {
       work_left_.assign(n, 0.0);
       share_version_.assign(n, 0);
