@@ -21,7 +21,10 @@ class DeviceLedger {
   // `micro_batches` and `chunks`: more than any task's Task::micro_batch and Task::chunk.
   // The schedule's groups are read when a task on a group starts or ends: the schedule
   // must outlive the ledger.
-  DeviceLedger(const Schedule& schedule, int micro_batches, int chunks);
+  // `share_gangs`: a gang whose members' books are equal keeps one book for all of them
+  // while only its own tasks change them (below); false keeps every member's book apart
+  // (the reference the sharing is tested against: the same doubles).
+  DeviceLedger(const Schedule& schedule, int micro_batches, int chunks, bool share_gangs = true);
   DeviceLedger() = default;
 
   // Where a task runs: its device (>= 0), its group g as -(g + 1), or kNowhere (no device).
@@ -77,6 +80,13 @@ class DeviceLedger {
     });
   }
 
+  // How many gangs share one book now (the sharing below; for tests).
+  [[nodiscard]] int SharedGangs() const noexcept {
+    int n = 0;
+    for (size_t d = 0; d < books_.size(); ++d) n += books_[d].lead == static_cast<std::int32_t>(d) ? 1 : 0;
+    return n;
+  }
+
   // Closes every device's books at `now`.
   [[nodiscard]] std::vector<SimDeviceStats> Finish(double now);
 
@@ -85,6 +95,9 @@ class DeviceLedger {
   struct Book {
     int computing = 0, communicating = 0;
     int held_now = 0;  // micro-batches with activations alive
+    // While its gang shares one book: the first member's device (whose book holds the
+    // gang's, the others' being stale); else -1.
+    std::int32_t lead = -1;
     double last_change = 0, mem_now = 0;
     SimDeviceStats stats;
   };
@@ -104,9 +117,20 @@ class DeviceLedger {
     b.last_change = now;
   }
   void Change(Hold hold, std::int32_t where);
+  void ChangeOne(Hold hold, size_t row, size_t d);
 
-  // Calls `f(device index, book)` for each device of `where`: a group of consecutive
-  // members as one walk over adjacent books.
+  // Gangs sharing one book. A group of consecutive members (a tensor-parallel gang) may own
+  // its members' books (each device is owned by one group at most, the smallest). When an
+  // event of the gang finds every member's book equal (every field, bit for bit), the gang's
+  // events from then on change the first member's book alone; the first event of anything
+  // else on a member copies that book back to every member first (Split). An event changes
+  // equal books alike, so the books are the ones kept apart would hold.
+  [[nodiscard]] static bool Same(const Book& a, const Book& b) noexcept;
+  // Copies a shared book back to every member of its gang (first member `lead`).
+  void Split(std::int32_t lead) noexcept;
+
+  // Calls `f(device index)` for each device of `where`: a group of consecutive members as
+  // one walk over adjacent books.
   template <typename F>
   void ForDevices(std::int32_t where, F&& f) {
     if (where >= 0) {
@@ -123,9 +147,37 @@ class DeviceLedger {
     }
     for (DeviceId d : members) f(static_cast<size_t>(d));
   }
+  // Calls `f(book)` for each device of `where`, with books shared and split as above.
   template <typename F>
   void ForBooks(std::int32_t where, F&& f) {
-    ForDevices(where, [&](size_t d) { f(books_[d]); });
+    if (where >= 0) {
+      Book& b = books_[static_cast<size_t>(where)];
+      if (b.lead >= 0) Split(b.lead);
+      f(b);
+      return;
+    }
+    if (where == kNowhere) return;
+    const size_t g = static_cast<size_t>(-(where + 1));
+    if (owns_[g]) {
+      const size_t a = static_cast<size_t>(run_first_[g]);
+      Book& first = books_[a];
+      if (first.lead >= 0) {  // shared: the gang's own event
+        f(first);
+        return;
+      }
+      const size_t e = a + (*groups_)[g].size();
+      for (size_t d = a; d < e; ++d) f(books_[d]);
+      for (size_t d = a + 1; d < e; ++d) {
+        if (!Same(first, books_[d])) return;
+      }
+      for (size_t d = a; d < e; ++d) books_[d].lead = static_cast<std::int32_t>(a);
+      return;
+    }
+    ForDevices(where, [&](size_t d) {
+      Book& b = books_[d];
+      if (b.lead >= 0) Split(b.lead);
+      f(b);
+    });
   }
 
   std::vector<Book> books_;
@@ -133,6 +185,10 @@ class DeviceLedger {
   // consecutive ascending device ids (else -1).
   const std::vector<std::vector<DeviceId>>* groups_ = nullptr;
   std::vector<DeviceId> run_first_;
+  // Per group: whether it owns its members' books (sharing above); per device that is a
+  // sharing gang's first member, the gang's size.
+  std::vector<std::uint8_t> owns_;
+  std::vector<std::int32_t> gang_size_;
   // Layers with activations alive per (iteration, chunk, micro-batch) key and device, at
   // held_[key * devices + device] (a gang's members side by side; devices: books_.size()),
   // grown by whole keys: a key counts on a device from its first forward task until its last
