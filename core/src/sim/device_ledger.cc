@@ -30,6 +30,7 @@ DeviceLedger::DeviceLedger(const Schedule& s, int micro_batches, int chunks, boo
   // (the first such group of that size), where no other group owns any of them.
   owns_.assign(s.groups().size(), 0);
   gang_size_.assign(devices, 0);
+  waiting_.assign(devices, Waiting{});
   if (!share_gangs) return;
   std::vector<size_t> runs;
   for (size_t g = 0; g < s.groups().size(); ++g) {
@@ -68,6 +69,13 @@ void DeviceLedger::Split(std::int32_t lead) noexcept {
   const size_t a = static_cast<size_t>(lead), e = a + static_cast<size_t>(gang_size_[a]);
   books_[a].lead = -1;
   for (size_t d = a + 1; d < e; ++d) books_[d] = books_[a];
+  Waiting& w = waiting_[a];
+  for (size_t d = a; d < e && w.members != 0; ++d) {
+    if ((w.members >> (d - a) & 1) == 0) continue;
+    Account(books_[d], w.now);
+    books_[d].communicating += w.delta;
+  }
+  w.members = 0;
 }
 
 void DeviceLedger::ChangeOne(Hold hold, size_t row, size_t d) {
@@ -95,6 +103,7 @@ void DeviceLedger::Change(Hold hold, std::int32_t where) {
   if (where < 0 && where != kNowhere) {
     const size_t g = static_cast<size_t>(-(where + 1));
     const size_t a = static_cast<size_t>(run_first_[g]);
+    if (owns_[g] && books_[a].lead >= 0 && waiting_[a].members != 0) Split(books_[a].lead);
     if (owns_[g] && books_[a].lead >= 0) {
       // A shared book changes for all members alike only where every member's count for
       // this key would change its book alike (the counts themselves are kept per member).

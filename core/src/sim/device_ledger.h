@@ -74,6 +74,10 @@ class DeviceLedger {
   }
   // Communication starts (`delta` +1) or ends (-1) at `where`.
   void Comm(std::int32_t where, int delta, double now) {
+    if (where >= 0) {
+      const std::int32_t lead = books_[static_cast<size_t>(where)].lead;
+      if (lead >= 0 && Defer(lead, where, delta, now)) return;
+    }
     ForBooks(where, [&](Book& b) {
       Account(b, now);
       b.communicating += delta;
@@ -126,8 +130,43 @@ class DeviceLedger {
   // else on a member copies that book back to every member first (Split). An event changes
   // equal books alike, so the books are the ones kept apart would hold.
   [[nodiscard]] static bool Same(const Book& a, const Book& b) noexcept;
-  // Copies a shared book back to every member of its gang (first member `lead`).
+  // Copies a shared book back to every member of its gang (first member `lead`), and
+  // applies the change its members have waiting (Defer) to theirs.
   void Split(std::int32_t lead) noexcept;
+
+  // A shared gang's members each sending or receiving on their own (a point-to-point
+  // transfer per tensor-parallel rank) at the same time: a member's communication starting
+  // or ending waits while each member it has not reached yet makes the same change at the same
+  // time, and when every member has, changes the shared book once. Anything else first
+  // splits the book, giving the members that made it their change. False where it cannot
+  // wait (the member already has one waiting, or another change waits); at most 64 members.
+  struct Waiting {
+    std::uint64_t members = 0;  // bit k: member k (device lead + k) has made it
+    double now = 0;
+    int delta = 0;
+  };
+  bool Defer(std::int32_t lead, std::int32_t device, int delta, double now) noexcept {
+    const size_t a = static_cast<size_t>(lead);
+    const std::int32_t size = gang_size_[a];
+    if (size > 64) return false;
+    Waiting& w = waiting_[a];
+    const std::uint64_t bit = std::uint64_t{1} << static_cast<unsigned>(device - lead);
+    if (w.members == 0) {
+      w = Waiting{bit, now, delta};
+    } else if ((w.members & bit) == 0 && w.now == now && w.delta == delta) {
+      w.members |= bit;
+    } else {
+      return false;
+    }
+    const std::uint64_t all = size == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << static_cast<unsigned>(size)) - 1;
+    if (w.members == all) {
+      Book& b = books_[a];
+      Account(b, now);
+      b.communicating += delta;
+      w.members = 0;
+    }
+    return true;
+  }
 
   // Calls `f(device index)` for each device of `where`: a group of consecutive members as
   // one walk over adjacent books.
@@ -161,9 +200,12 @@ class DeviceLedger {
     if (owns_[g]) {
       const size_t a = static_cast<size_t>(run_first_[g]);
       Book& first = books_[a];
-      if (first.lead >= 0) {  // shared: the gang's own event
-        f(first);
-        return;
+      if (first.lead >= 0) {
+        if (waiting_[a].members == 0) {  // shared: the gang's own event
+          f(first);
+          return;
+        }
+        Split(first.lead);
       }
       const size_t e = a + (*groups_)[g].size();
       for (size_t d = a; d < e; ++d) f(books_[d]);
@@ -189,6 +231,7 @@ class DeviceLedger {
   // sharing gang's first member, the gang's size.
   std::vector<std::uint8_t> owns_;
   std::vector<std::int32_t> gang_size_;
+  std::vector<Waiting> waiting_;  // per sharing gang's first member
   // Layers with activations alive per (iteration, chunk, micro-batch) key and device, at
   // held_[key * devices + device] (a gang's members side by side; devices: books_.size()),
   // grown by whole keys: a key counts on a device from its first forward task until its last
