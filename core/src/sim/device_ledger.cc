@@ -71,9 +71,7 @@ void DeviceLedger::Split(std::int32_t lead) noexcept {
   for (size_t d = a + 1; d < e; ++d) books_[d] = books_[a];
   Waiting& w = waiting_[a];
   for (size_t d = a; d < e && w.members != 0; ++d) {
-    if ((w.members >> (d - a) & 1) == 0) continue;
-    Account(books_[d], w.now);
-    books_[d].communicating += w.delta;
+    if ((w.members >> (d - a) & 1) != 0) CommOn(books_[d], w.delta, w.now);
   }
   w.members = 0;
 }
@@ -103,8 +101,7 @@ void DeviceLedger::Change(Hold hold, std::int32_t where) {
   if (where < 0 && where != kNowhere) {
     const size_t g = static_cast<size_t>(-(where + 1));
     const size_t a = static_cast<size_t>(run_first_[g]);
-    if (owns_[g] && books_[a].lead >= 0 && waiting_[a].members != 0) Split(books_[a].lead);
-    if (owns_[g] && books_[a].lead >= 0) {
+    if (owns_[g] && SharedNow(a)) {
       // A shared book changes for all members alike only where every member's count for
       // this key would change its book alike (the counts themselves are kept per member).
       const size_t e = a + (*groups_)[g].size();

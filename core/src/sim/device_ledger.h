@@ -78,10 +78,7 @@ class DeviceLedger {
       const std::int32_t lead = books_[static_cast<size_t>(where)].lead;
       if (lead >= 0 && Defer(lead, where, delta, now)) return;
     }
-    ForBooks(where, [&](Book& b) {
-      Account(b, now);
-      b.communicating += delta;
-    });
+    ForBooks(where, [&](Book& b) { CommOn(b, delta, now); });
   }
 
   // How many gangs share one book now (the sharing below; for tests).
@@ -119,6 +116,10 @@ class DeviceLedger {
       if (b.communicating > 0) b.stats.comm_s += dt;
     }
     b.last_change = now;
+  }
+  static void CommOn(Book& b, int delta, double now) noexcept {
+    Account(b, now);
+    b.communicating += delta;
   }
   void Change(Hold hold, std::int32_t where);
   void ChangeOne(Hold hold, size_t row, size_t d);
@@ -160,9 +161,7 @@ class DeviceLedger {
     }
     const std::uint64_t all = size == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << static_cast<unsigned>(size)) - 1;
     if (w.members == all) {
-      Book& b = books_[a];
-      Account(b, now);
-      b.communicating += delta;
+      CommOn(books_[a], delta, now);
       w.members = 0;
     }
     return true;
@@ -186,6 +185,15 @@ class DeviceLedger {
     }
     for (DeviceId d : members) f(static_cast<size_t>(d));
   }
+  // Whether owning gang g (first member a) shares its book with no change waiting; a waiting
+  // change splits it first.
+  [[nodiscard]] bool SharedNow(size_t a) noexcept {
+    if (books_[a].lead < 0) return false;
+    if (waiting_[a].members == 0) return true;
+    Split(books_[a].lead);
+    return false;
+  }
+
   // Calls `f(book)` for each device of `where`, with books shared and split as above.
   template <typename F>
   void ForBooks(std::int32_t where, F&& f) {
@@ -200,12 +208,9 @@ class DeviceLedger {
     if (owns_[g]) {
       const size_t a = static_cast<size_t>(run_first_[g]);
       Book& first = books_[a];
-      if (first.lead >= 0) {
-        if (waiting_[a].members == 0) {  // shared: the gang's own event
-          f(first);
-          return;
-        }
-        Split(first.lead);
+      if (SharedNow(a)) {  // the gang's own event
+        f(first);
+        return;
       }
       const size_t e = a + (*groups_)[g].size();
       for (size_t d = a; d < e; ++d) f(books_[d]);
